@@ -1,0 +1,1 @@
+"""Usage metering, rollups, plans and invoices."""

@@ -1,0 +1,1 @@
+"""HTTP edge of QueueCore: the Litestar application, middleware, error mapping, dashboard."""

@@ -1,0 +1,42 @@
+"""The composition root: :func:`create_app` wires controllers, handlers, hooks and lifespan."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from litestar import Litestar
+from litestar.config.compression import CompressionConfig
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
+from litestar.types import ControllerRouterHandler
+
+from control_plane.errors import EXCEPTION_HANDLERS
+from control_plane.health import HealthController
+from control_plane.request_id import add_request_id_header, request_id_middleware
+from control_plane.resources import lifespan
+from infra import settings
+from observability import logging as qc_logging
+
+API_VERSION = "1.0.0"
+
+
+def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> Litestar:
+    """Build the QueueCore API application from the ``QUEUECORE_*`` settings."""
+    qc_logging.configure(settings.logs())
+    return Litestar(
+        route_handlers=[HealthController, *extra_route_handlers],
+        lifespan=[lifespan],
+        exception_handlers=EXCEPTION_HANDLERS,
+        before_send=[add_request_id_header],
+        middleware=[request_id_middleware],
+        openapi_config=OpenAPIConfig(
+            title="QueueCore API",
+            version=API_VERSION,
+            description="Multi-tenant pub/sub on object storage.",
+            path="/schema",
+            render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin(path="/swagger")],
+        ),
+        compression_config=CompressionConfig(backend="gzip", minimum_size=1024),
+        logging_config=None,
+        debug=False,
+    )

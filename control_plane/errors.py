@@ -1,0 +1,172 @@
+"""The one place errors become HTTP responses: ``{"error": {code, message, status, requestId}}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import MediaType, Request, Response
+from litestar.exceptions import (
+    HTTPException,
+    MethodNotAllowedException,
+    NotFoundException,
+    SerializationException,
+    ValidationException,
+)
+
+from control_plane.request_id import request_id
+from infra.errors import ClientError, QueueCoreError, ServerError
+from observability.logging import get_logger
+
+log = get_logger("queuecore.errors")
+
+STATUS_BY_CODE: dict[str, int] = {
+    "BAD_REQUEST": 400,
+    "INVALID_API_KEY": 401,
+    "UNAUTHORIZED": 401,
+    "FORBIDDEN": 403,
+    "NOT_FOUND": 404,
+    "TOPIC_NOT_FOUND": 404,
+    "METHOD_NOT_ALLOWED": 405,
+    "CONFLICT": 409,
+    "PAYLOAD_TOO_LARGE": 413,
+    "VALIDATION_ERROR": 422,
+    "RATE_LIMIT_EXCEEDED": 429,
+    "INTERNAL_ERROR": 500,
+    "SERVICE_UNAVAILABLE": 503,
+}
+
+_CODE_BY_STATUS = {
+    400: "VALIDATION_ERROR",
+    401: "UNAUTHORIZED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    409: "CONFLICT",
+    413: "PAYLOAD_TOO_LARGE",
+    429: "RATE_LIMIT_EXCEEDED",
+    503: "SERVICE_UNAVAILABLE",
+}
+
+
+def error_response(
+    request: Request[Any, Any, Any],
+    status: int,
+    code: str,
+    message: str,
+    *,
+    headers: dict[str, str] | None = None,
+    details: list[dict[str, Any]] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Response[dict[str, Any]]:
+    """Build the documented error body."""
+    body: dict[str, Any] = {
+        "code": code,
+        "message": message,
+        "status": status,
+        "requestId": request_id(request.scope),
+    }
+    if details:
+        body["details"] = details
+    return Response(
+        content={"error": body, **(extra or {})},
+        status_code=status,
+        media_type=MediaType.JSON,
+        headers=headers,
+    )
+
+
+def status_for(error: QueueCoreError) -> int:
+    """HTTP status of a domain error."""
+    default = 500 if isinstance(error, ServerError) else 400
+    return STATUS_BY_CODE.get(error.code, default)
+
+
+def handle_domain_error(
+    request: Request[Any, Any, Any], exc: QueueCoreError
+) -> Response[dict[str, Any]]:
+    """Domain errors keep their code; server errors are logged with their trace."""
+    status = status_for(exc)
+    request_id(request.scope)
+    if status >= 500:
+        log.error("server_error", code=exc.code, error=exc.message, exc_info=exc)
+    headers = (
+        {"Retry-After": str(exc.data["retry_after_s"])} if "retry_after_s" in exc.data else None
+    )
+    field = exc.data.get("field")
+    details = (
+        [{"field": field, "message": exc.message}]
+        if isinstance(exc, ClientError) and field
+        else None
+    )
+    return error_response(request, status, exc.code, exc.message, headers=headers, details=details)
+
+
+def handle_validation(
+    request: Request[Any, Any, Any], exc: ValidationException
+) -> Response[dict[str, Any]]:
+    """Body or parameter validation: name each offending field."""
+    details = [_detail(item) for item in exc.extra] if isinstance(exc.extra, list) else []
+    if not details:
+        return error_response(request, 400, "VALIDATION_ERROR", exc.detail or "Invalid request")
+    fields = ", ".join(d["field"] for d in details if d.get("field"))
+    message = (
+        f"Invalid value for {fields}: {details[0]['message']}"
+        if fields
+        else str(details[0]["message"])
+    )
+    return error_response(request, 422, "VALIDATION_ERROR", message, details=details)
+
+
+def _detail(item: Any) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        return {"field": None, "message": str(item)}
+    key = item.get("key")
+    message = str(item.get("message", "invalid value"))
+    field = key if key and key != "body" else _field_from_message(message)
+    return {"field": field, "message": message}
+
+
+def _field_from_message(message: str) -> str | None:
+    # msgspec reports the path as "... - at `$.partitions`"
+    marker = "at `$."
+    if marker in message:
+        return message.split(marker, 1)[1].rstrip("`").strip()
+    return None
+
+
+def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
+    """Litestar's own HTTP errors (404 route, 405 method, 413 body size, …)."""
+    status = exc.status_code
+    if isinstance(exc, NotFoundException):
+        message = f"No route for {request.method} {request.url.path}"
+    elif isinstance(exc, MethodNotAllowedException):
+        message = f"Method {request.method} is not allowed on {request.url.path}"
+    elif isinstance(exc.__cause__, SerializationException):
+        message = f"Request body is not valid JSON: {exc.detail}"
+    else:
+        message = exc.detail
+    code = _CODE_BY_STATUS.get(status, "INTERNAL_ERROR" if status >= 500 else "BAD_REQUEST")
+    request_id(request.scope)
+    if status >= 500:
+        log.error("server_error", code=code, error=message, exc_info=exc)
+    return error_response(request, status, code, message, headers=exc.headers)
+
+
+def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    """A bug: full trace in the log, none in the body."""
+    request_id(request.scope)
+    log.error("unhandled_exception", method=request.method, path=request.url.path, exc_info=exc)
+    return error_response(
+        request,
+        500,
+        "INTERNAL_ERROR",
+        "An unexpected error occurred; quote the request id when reporting it",
+    )
+
+
+EXCEPTION_HANDLERS: dict[Any, Any] = {
+    QueueCoreError: handle_domain_error,
+    ValidationException: handle_validation,
+    HTTPException: handle_http,
+    Exception: handle_unexpected,
+}

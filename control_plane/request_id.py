@@ -1,0 +1,59 @@
+"""Request ids: ``req_`` + 24 base62 characters, on every response and every log line."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import string
+from typing import Any
+
+from litestar.datastructures import MutableScopeHeaders
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from observability.logging import bind, clear
+
+HEADER = "X-Request-Id"
+_ALPHABET = string.ascii_letters + string.digits
+_ACCEPTED = re.compile(r"^req_[A-Za-z0-9]{8,64}$")
+
+
+def new_request_id() -> str:
+    """A fresh random request id."""
+    return "req_" + "".join(secrets.choice(_ALPHABET) for _ in range(24))
+
+
+def request_id(scope: Scope | Any) -> str:
+    """The request's id, created on first use (a well-formed incoming id is kept)."""
+    state = scope.setdefault("state", {})
+    rid = state.get("request_id")
+    if rid is None:
+        incoming = _incoming(scope)
+        rid = incoming if incoming and _ACCEPTED.match(incoming) else new_request_id()
+        state["request_id"] = rid
+        bind(request_id=rid)
+    return str(rid)
+
+
+def _incoming(scope: Scope | Any) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name == b"x-request-id":
+            return bytes(value).decode("latin-1")
+    return None
+
+
+async def add_request_id_header(message: Message, scope: Scope) -> None:
+    """``before_send`` hook: stamp the id on every response, errors and 404s included."""
+    if message["type"] == "http.response.start":
+        MutableScopeHeaders.from_message(message)[HEADER] = request_id(scope)
+
+
+def request_id_middleware(app: ASGIApp) -> ASGIApp:
+    """Assign the id when a routed request starts, so every log line of its handler has it."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in {"http", "websocket"}:
+            clear()
+            request_id(scope)
+        await app(scope, receive, send)
+
+    return middleware

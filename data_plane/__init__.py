@@ -1,0 +1,1 @@
+"""Write path, segment format, read path, topics, consumer groups, offsets, dead letters."""

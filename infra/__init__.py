@@ -1,0 +1,1 @@
+"""Running QueueCore: settings, service clients, migrations, Celery app, CLI, embedded stack."""

@@ -1,0 +1,57 @@
+"""The one Celery application. Task modules live beside their domain and are listed here."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from celery import Celery, signals
+
+from infra import settings
+
+TASK_MODULES = [
+    "observability.tasks",
+]
+
+
+def create_celery() -> Celery:
+    """Celery with Redis as broker and result backend, configured from ``QUEUECORE_REDIS_URL``."""
+    redis_url = settings.redis().url
+    app = Celery("queuecore", broker=redis_url, backend=redis_url, include=TASK_MODULES)
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        result_expires=3600,
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+        timezone="UTC",
+        beat_schedule={},
+    )
+    return app
+
+
+@functools.cache
+def celery_app() -> Celery:
+    """The process's Celery application, built on first use (importing reads no settings)."""
+    return create_celery()
+
+
+@signals.setup_logging.connect
+def _setup_logging(**_: Any) -> None:
+    """Celery processes log through the same structured configuration as the API."""
+    from observability import logging as qc_logging
+
+    qc_logging.configure(settings.logs())
+
+
+@signals.task_prerun.connect
+def _bind_task_context(task_id: str | None = None, task: Any = None, **_: Any) -> None:
+    """Every log line of a task carries its id and name."""
+    from observability import logging as qc_logging
+
+    qc_logging.clear()
+    qc_logging.bind(task_id=task_id, task=getattr(task, "name", None))

@@ -1,0 +1,111 @@
+"""The ``queuecore`` command: dev, serve, worker, beat, migrate."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from infra import settings
+from infra.settings import SettingsError
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    http = settings.http()
+    settings.database()
+    settings.object_store()
+    settings.redis()
+    workers = args.workers or http.workers
+    uvicorn.run(
+        "control_plane.app:create_app",
+        factory=True,
+        host=http.host,
+        port=http.port,
+        workers=workers,
+        log_config=None,
+        access_log=False,
+        proxy_headers=True,
+        timeout_graceful_shutdown=10,
+    )
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from infra.celery_app import celery_app
+
+    settings.database()
+    argv = ["worker", "--loglevel", settings.logs().level, "--concurrency", str(args.concurrency)]
+    if args.hostname:
+        argv += ["--hostname", args.hostname]
+    celery_app().worker_main(argv)
+    return 0
+
+
+def _beat(args: argparse.Namespace) -> int:
+    from infra.celery_app import celery_app
+
+    argv = ["beat", "--loglevel", settings.logs().level]
+    if args.schedule:
+        argv += ["--schedule", args.schedule]
+    celery_app().start(argv)
+    return 0
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from infra import migrate
+
+    url = settings.database().url
+    applied = migrate.apply(url)
+    print(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else ""))
+    return 0
+
+
+def _dev(args: argparse.Namespace) -> int:
+    from infra.devstack import run_dev
+
+    return run_dev()
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "dev": _dev,
+    "serve": _serve,
+    "worker": _worker,
+    "beat": _beat,
+    "migrate": _migrate,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every sub-command."""
+    parser = argparse.ArgumentParser(prog="queuecore", description="QueueCore pub/sub broker")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser(
+        "dev", help="run the whole stack on embedded services (data in QUEUECORE_DATA_DIR)"
+    )
+    serve = sub.add_parser("serve", help="run the API with a production ASGI server")
+    serve.add_argument(
+        "--workers", type=int, default=None, help="server processes (QUEUECORE_HTTP_WORKERS)"
+    )
+    worker = sub.add_parser("worker", help="run a Celery worker")
+    worker.add_argument("--concurrency", type=int, default=2)
+    worker.add_argument("--hostname", default=None)
+    beat = sub.add_parser("beat", help="run Celery beat (one per deployment)")
+    beat.add_argument("--schedule", default=None, help="path of beat's schedule file")
+    sub.add_parser("migrate", help="apply pending database migrations")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``queuecore`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except SettingsError as exc:
+        print(f"queuecore: configuration error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""PostgreSQL access through psycopg 3: connection pools and one-off connections."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from infra.settings import DatabaseSettings
+
+
+def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[dict[str, Any]]:
+    """One connection, rows as dicts."""
+    return psycopg.connect(url, autocommit=autocommit, row_factory=dict_row, connect_timeout=5)
+
+
+def sync_pool(settings: DatabaseSettings, name: str) -> ConnectionPool:
+    """A pool for threads (Celery tasks, CLI). Opened lazily by the caller with ``open()``."""
+    return ConnectionPool(
+        settings.url,
+        min_size=settings.pool_min,
+        max_size=settings.pool_max,
+        kwargs={"row_factory": dict_row, "connect_timeout": 5},
+        name=name,
+        open=False,
+        timeout=5,
+    )
+
+
+def async_pool(settings: DatabaseSettings, name: str) -> AsyncConnectionPool:
+    """A pool for the asyncio API process. Opened by the application's lifespan."""
+    return AsyncConnectionPool(
+        settings.url,
+        min_size=settings.pool_min,
+        max_size=settings.pool_max,
+        kwargs={"row_factory": dict_row, "connect_timeout": 5},
+        name=name,
+        open=False,
+        timeout=5,
+        reconnect_timeout=0,
+    )

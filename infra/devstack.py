@@ -1,0 +1,304 @@
+"""``queuecore dev``: the whole stack on embedded services, supervised by one process.
+
+One launcher per data directory (an ``flock`` that the kernel releases even after ``kill -9``).
+Children die with the launcher (``PR_SET_PDEATHSIG``); the ones a previous launcher recorded in
+``run/children.json`` are stopped on start in case they outlived it. Ctrl-C or SIGTERM stops the
+application processes first, then the services, and waits for each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+import psutil
+
+from infra.embedded import (
+    HOST,
+    EmbeddedPostgres,
+    EmbeddedRedis,
+    EmbeddedS3,
+    EmbeddedService,
+    ServiceError,
+    die_with_parent,
+    require_free,
+    wait_until,
+)
+from infra.settings import PREFIX, DevStackSettings, HttpSettings
+
+BUCKET = "queuecore"
+
+
+class AlreadyRunning(ServiceError):
+    """Another launcher holds the data directory."""
+
+
+class StopRequested(BaseException):
+    """SIGINT or SIGTERM arrived; unwinds start-up or the wait loop."""
+
+
+@dataclass
+class ChildRecord:
+    """A process the launcher started: enough to recognise it after the launcher died."""
+
+    name: str
+    pid: int
+    created: float
+
+
+@dataclass
+class DevStack:
+    """Starts, watches and stops the embedded services and QueueCore's own processes."""
+
+    dev: DevStackSettings
+    http: HttpSettings
+    environ: dict[str, str]
+    services: list[EmbeddedService] = field(default_factory=list)
+    apps: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _lock: IO[str] | None = None
+
+    @property
+    def logs(self) -> Path:
+        """Directory of every child's log."""
+        return self.dev.data_dir / "logs"
+
+    @property
+    def children_file(self) -> Path:
+        """Where the launcher records its children."""
+        return self.dev.data_dir / "run" / "children.json"
+
+    def run(self) -> int:
+        """Start everything, print where it is, wait for a signal, stop everything."""
+        self._acquire()
+        previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self._stop_leftovers()
+            env = self._start_services()
+            self._start_apps(env)
+            self._banner(env)
+            return self._watch()
+        except StopRequested:
+            print("queuecore dev: stopping…", flush=True)
+            return 0
+        finally:
+            with contextlib.suppress(StopRequested):
+                self._stop_all()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self._release()
+
+    def _acquire(self) -> None:
+        self.dev.data_dir.mkdir(parents=True, exist_ok=True)
+        lock = (self.dev.data_dir / "dev.lock").open("a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            owner = lock.read().strip() or "unknown"
+            lock.close()
+            raise AlreadyRunning(
+                f"another queuecore dev (pid {owner}) is already running on {self.dev.data_dir}; "
+                f"stop it or set {PREFIX}DATA_DIR to another directory"
+            ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(str(os.getpid()))
+        lock.flush()
+        self._lock = lock
+
+    def _release(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.children_file.unlink()
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def _stop_leftovers(self) -> None:
+        """Stop processes a launcher killed with ``kill -9`` may have left behind."""
+        if not self.children_file.exists():
+            return
+        with contextlib.suppress(ValueError, OSError):
+            for item in json.loads(self.children_file.read_text()):
+                _kill_if_same(ChildRecord(**item))
+        self.children_file.unlink(missing_ok=True)
+
+    def _record(self) -> None:
+        procs = [(s.name, s.process) for s in self.services] + list(self.apps.items())
+        records = [
+            {"name": name, "pid": p.pid, "created": psutil.Process(p.pid).create_time()}
+            for name, p in procs
+            if p is not None and p.poll() is None
+        ]
+        self.children_file.parent.mkdir(parents=True, exist_ok=True)
+        self.children_file.write_text(json.dumps(records))
+
+    def _start_services(self) -> dict[str, str]:
+        env = dict(self.environ)
+        self._check_ports(env)
+        data = self.dev.data_dir
+        if not env.get(PREFIX + "DATABASE_URL"):
+            pg = EmbeddedPostgres(data / "postgres", self.logs, self.dev.postgres_port)
+            self._start(pg)
+            env[PREFIX + "DATABASE_URL"] = pg.url
+        if not env.get(PREFIX + "OBJECT_STORE_URL"):
+            s3 = EmbeddedS3(data / "s3", self.logs, self.dev.s3_port, BUCKET)
+            self._start(s3)
+            env[PREFIX + "OBJECT_STORE_URL"] = f"s3://{BUCKET}"
+            env[PREFIX + "S3_ENDPOINT_URL"] = s3.endpoint_url
+        if not env.get(PREFIX + "REDIS_URL"):
+            rd = EmbeddedRedis(data / "redis", self.logs, self.dev.redis_port)
+            self._start(rd)
+            env[PREFIX + "REDIS_URL"] = rd.url
+        from infra import migrate
+
+        migrate.apply(env[PREFIX + "DATABASE_URL"])
+        return env
+
+    def _check_ports(self, env: dict[str, str]) -> None:
+        require_free(self.http.port, PREFIX + "HTTP_PORT")
+        if not env.get(PREFIX + "DATABASE_URL"):
+            require_free(self.dev.postgres_port, PREFIX + "DEV_POSTGRES_PORT")
+        if not env.get(PREFIX + "REDIS_URL"):
+            require_free(self.dev.redis_port, PREFIX + "DEV_REDIS_PORT")
+        if not env.get(PREFIX + "OBJECT_STORE_URL"):
+            for port in range(self.dev.s3_port, self.dev.s3_port + 8):
+                require_free(port, PREFIX + "DEV_S3_PORT")
+
+    def _start(self, service: EmbeddedService) -> None:
+        self.services.append(service)
+        print(f"queuecore dev: starting {service.name}…", flush=True)
+        service.start()
+        self._record()
+
+    def _start_apps(self, env: dict[str, str]) -> None:
+        py = [sys.executable, "-m", "infra.cli"]
+        schedule = str(self.dev.data_dir / "run" / "celerybeat-schedule")
+        commands = {
+            "api": [*py, "serve", "--workers", "1"],
+            "worker": [
+                *py,
+                "worker",
+                "--concurrency",
+                "2",
+                "--hostname",
+                f"dev@{HOST}-{os.getpid()}",
+            ],
+            "beat": [*py, "beat", "--schedule", schedule],
+        }
+        self.logs.mkdir(parents=True, exist_ok=True)
+        for name, argv in commands.items():
+            self.apps[name] = _spawn_app(argv, env, self.logs / f"{name}.log")
+        self._record()
+        url = f"http://{HOST}:{self.http.port}/readyz"
+        wait_until(
+            lambda: _http_ok(url), 60, "QueueCore API", self.apps["api"], self.logs / "api.log"
+        )
+
+    def _banner(self, env: dict[str, str]) -> None:
+        base = self.http.public_url
+        lines = [
+            "",
+            "QueueCore is running.",
+            f"  API:        {base}/v1",
+            f"  Dashboard:  {base}/",
+            f"  API docs:   {base}/schema",
+            f"  Health:     {base}/readyz",
+            f"  Data:       {self.dev.data_dir}   (logs in {self.logs})",
+            "",
+            "Get an API key:",
+            f"  {PREFIX}DATABASE_URL={env[PREFIX + 'DATABASE_URL']} \\",
+            "    queuecore tenants create-org --name 'Acme' --email you@example.com",
+            "",
+            "Press Ctrl-C to stop.",
+        ]
+        print("\n".join(lines), flush=True)
+
+    def _watch(self) -> int:
+        while True:
+            for name, proc in self.apps.items():
+                if proc.poll() is not None:
+                    print(
+                        f"queuecore dev: {name} exited with code {proc.returncode}; see {self.logs / (name + '.log')}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    return 1
+            for service in self.services:
+                if service.process is not None and service.process.poll() is not None:
+                    print(
+                        f"queuecore dev: {service.name} exited with code {service.process.returncode}; see {service.log_path}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    return 1
+            time.sleep(0.5)
+
+    def _stop_all(self) -> None:
+        for proc in self.apps.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.apps.values():
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        for service in reversed(self.services):
+            service.stop()
+        print("queuecore dev: stopped", flush=True)
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    raise StopRequested(signum)
+
+
+def _spawn_app(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent(signal.SIGTERM),
+        )
+
+
+def _kill_if_same(record: ChildRecord) -> None:
+    try:
+        proc = psutil.Process(record.pid)
+        if abs(proc.create_time() - record.created) > 0.01:
+            return
+        for child in proc.children(recursive=True):
+            child.kill()
+        proc.kill()
+        proc.wait(10)
+    except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+        return
+
+
+def _http_ok(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback URL we built
+        return bool(response.status == 200)
+
+
+def run_dev() -> int:
+    """Entry of ``queuecore dev``."""
+    try:
+        stack = DevStack(DevStackSettings.from_env(), HttpSettings.from_env(), dict(os.environ))
+        return stack.run()
+    except ServiceError as exc:
+        print(f"queuecore dev: {exc}", file=sys.stderr, flush=True)
+        return 1

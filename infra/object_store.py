@@ -1,0 +1,140 @@
+"""Object storage: the :class:`ObjectStore` interface and its S3 implementation (boto3).
+
+The same code talks to AWS S3, MinIO and SeaweedFS; only the endpoint and credentials differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from infra.settings import ObjectStoreSettings
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+
+class ObjectNotFound(Exception):
+    """The key does not exist in the bucket."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"object not found: {key}")
+        self.key = key
+
+
+class ObjectStore(Protocol):
+    """What the data plane needs from object storage."""
+
+    def put(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key`` durably before returning."""
+
+    def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        """Read a whole object, or the inclusive byte range ``start``..``end``."""
+
+    def delete(self, keys: list[str]) -> None:
+        """Delete objects; missing keys are not an error."""
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        """Every key under ``prefix``."""
+
+    def ping(self) -> None:
+        """Raise unless the bucket is reachable."""
+
+
+def s3_client(
+    endpoint_url: str | None, access_key: str | None, secret_key: str | None, region: str
+) -> S3Client:
+    """A boto3 S3 client with short timeouts and path-style addressing (MinIO, SeaweedFS)."""
+    config = Config(
+        connect_timeout=3,
+        read_timeout=10,
+        retries={"max_attempts": 2, "mode": "standard"},
+        s3={"addressing_style": "path"},
+        max_pool_connections=50,
+    )
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        aws_access_key_id=access_key or ("queuecore" if endpoint_url else None),
+        aws_secret_access_key=secret_key or ("queuecore" if endpoint_url else None),
+        region_name=region,
+        config=config,
+    )
+
+
+def ensure_bucket(
+    endpoint_url: str | None,
+    bucket: str,
+    access_key: str | None,
+    secret_key: str | None,
+    region: str,
+) -> None:
+    """Create the bucket unless it exists."""
+    client = s3_client(endpoint_url, access_key, secret_key, region)
+    try:
+        client.head_bucket(Bucket=bucket)
+    except ClientError:
+        client.create_bucket(Bucket=bucket)
+
+
+@dataclass
+class S3ObjectStore:
+    """:class:`ObjectStore` on any S3-compatible server; keys live under the configured prefix."""
+
+    client: Any
+    bucket: str
+    prefix: str = ""
+
+    @classmethod
+    def from_settings(cls, settings: ObjectStoreSettings) -> S3ObjectStore:
+        """Build from ``QUEUECORE_OBJECT_STORE_URL`` and the ``QUEUECORE_S3_*`` settings."""
+        client = s3_client(
+            settings.endpoint_url,
+            settings.access_key_id,
+            settings.secret_access_key,
+            settings.region,
+        )
+        return cls(client=client, bucket=settings.bucket, prefix=settings.prefix)
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def put(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key``."""
+        self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+
+    def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        """Read an object or an inclusive byte range of it."""
+        extra: dict[str, str] = {}
+        if start is not None:
+            extra["Range"] = f"bytes={start}-{'' if end is None else end}"
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key), **extra)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in {"NoSuchKey", "404"}:
+                raise ObjectNotFound(key) from exc
+            raise
+        return bytes(response["Body"].read())
+
+    def delete(self, keys: list[str]) -> None:
+        """Delete objects in batches of 1000."""
+        for first in range(0, len(keys), 1000):
+            chunk = [{"Key": self._key(key)} for key in keys[first : first + 1000]]
+            self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": chunk, "Quiet": True})
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        """Every key under ``prefix``, without the store's own prefix."""
+        paginator = self.client.get_paginator("list_objects_v2")
+        strip = len(self._key(""))
+        keys: list[str] = []
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
+            keys.extend(item["Key"][strip:] for item in page.get("Contents", []))
+        return keys
+
+    def ping(self) -> None:
+        """HEAD the bucket."""
+        self.client.head_bucket(Bucket=self.bucket)

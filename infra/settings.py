@@ -1,0 +1,268 @@
+"""Settings, one object per concern, read from ``QUEUECORE_*`` environment variables.
+
+Each loader validates what it reads and raises :class:`SettingsError` naming the variable, so a
+process with a bad setting stops with one clear line (see ``infra.cli``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+PREFIX = "QUEUECORE_"
+
+
+class SettingsError(Exception):
+    """A setting is missing or malformed; the message names the variable."""
+
+    def __init__(self, variable: str, problem: str) -> None:
+        super().__init__(f"{variable}: {problem}")
+        self.variable = variable
+
+
+def _env(name: str, default: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
+    value = (env if env is not None else os.environ).get(PREFIX + name)
+    return default if value is None or value == "" else value
+
+
+def _required(name: str, env: Mapping[str, str] | None = None) -> str:
+    value = _env(name, env=env)
+    if value is None:
+        raise SettingsError(PREFIX + name, "is required but not set")
+    return value
+
+
+def _int(name: str, default: int, low: int, high: int, env: Mapping[str, str] | None = None) -> int:
+    raw = _env(name, str(default), env)
+    assert raw is not None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(PREFIX + name, f"must be an integer, got {raw!r}") from None
+    if not low <= value <= high:
+        raise SettingsError(PREFIX + name, f"must be between {low} and {high}, got {value}")
+    return value
+
+
+def _port(name: str, default: int, env: Mapping[str, str] | None = None) -> int:
+    return _int(name, default, 1, 65535, env)
+
+
+def _choice(
+    name: str, default: str, choices: tuple[str, ...], env: Mapping[str, str] | None = None
+) -> str:
+    value = _env(name, default, env)
+    assert value is not None
+    if value not in choices:
+        raise SettingsError(PREFIX + name, f"must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _url(name: str, value: str, schemes: tuple[str, ...]) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in schemes or not (parts.netloc or parts.path):
+        raise SettingsError(PREFIX + name, f"must be a {'/'.join(schemes)} URL, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseSettings:
+    """PostgreSQL connection (``QUEUECORE_DATABASE_URL``) and pool sizing."""
+
+    url: str
+    pool_min: int
+    pool_max: int
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> DatabaseSettings:
+        """Read and validate."""
+        url = _url("DATABASE_URL", _required("DATABASE_URL", env), ("postgresql", "postgres"))
+        return cls(
+            url=url,
+            pool_min=_int("DATABASE_POOL_MIN", 1, 0, 100, env),
+            pool_max=_int("DATABASE_POOL_MAX", 10, 1, 500, env),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectStoreSettings:
+    """S3-compatible object store: ``s3://bucket/prefix`` plus endpoint and credentials."""
+
+    url: str
+    bucket: str
+    prefix: str
+    endpoint_url: str | None
+    access_key_id: str | None
+    secret_access_key: str | None
+    region: str
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ObjectStoreSettings:
+        """Read and validate."""
+        url = _url("OBJECT_STORE_URL", _required("OBJECT_STORE_URL", env), ("s3",))
+        parts = urlsplit(url)
+        if len(parts.netloc) < 3:
+            raise SettingsError(
+                PREFIX + "OBJECT_STORE_URL", "bucket name needs at least 3 characters"
+            )
+        endpoint = _env("S3_ENDPOINT_URL", env=env)
+        if endpoint is not None:
+            _url("S3_ENDPOINT_URL", endpoint, ("http", "https"))
+        return cls(
+            url=url,
+            bucket=parts.netloc,
+            prefix=parts.path.strip("/"),
+            endpoint_url=endpoint,
+            access_key_id=_env("S3_ACCESS_KEY_ID", env=env),
+            secret_access_key=_env("S3_SECRET_ACCESS_KEY", env=env),
+            region=_env("S3_REGION", "us-east-1", env) or "us-east-1",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RedisSettings:
+    """Redis for the Celery broker, rate limits and caches."""
+
+    url: str
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> RedisSettings:
+        """Read and validate."""
+        return cls(url=_url("REDIS_URL", _required("REDIS_URL", env), ("redis", "rediss", "unix")))
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSettings:
+    """Where the API listens and how many server workers ``queuecore serve`` runs."""
+
+    host: str
+    port: int
+    workers: int
+    public_url: str
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> HttpSettings:
+        """Read and validate."""
+        host = _env("HTTP_HOST", "127.0.0.1", env) or "127.0.0.1"
+        port = _port("HTTP_PORT", 8080, env)
+        default_public = f"http://{host}:{port}"
+        return cls(
+            host=host,
+            port=port,
+            workers=_int("HTTP_WORKERS", 2, 1, 64, env),
+            public_url=_env("PUBLIC_URL", default_public, env) or default_public,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    """Log level and format (``json``, ``console``, or ``auto``: JSON when not a TTY)."""
+
+    level: str
+    format: str
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> LogSettings:
+        """Read and validate."""
+        return cls(
+            level=_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"), env),
+            format=_choice("LOG_FORMAT", "auto", ("auto", "json", "console"), env),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetrySettings:
+    """OTLP/HTTP export (GreptimeDB's ``/v1/otlp``); off when no endpoint is set."""
+
+    otlp_endpoint: str | None
+    otlp_headers: dict[str, str]
+    service_name: str
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> TelemetrySettings:
+        """Read and validate."""
+        endpoint = _env("OTLP_ENDPOINT", env=env)
+        if endpoint is not None:
+            _url("OTLP_ENDPOINT", endpoint, ("http", "https"))
+        return cls(
+            otlp_endpoint=endpoint,
+            otlp_headers=_headers(_env("OTLP_HEADERS", "", env) or ""),
+            service_name=_env("SERVICE_NAME", "queuecore", env) or "queuecore",
+        )
+
+
+def _headers(raw: str) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise SettingsError(PREFIX + "OTLP_HEADERS", "must look like 'name=value,name2=value2'")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+@dataclass(frozen=True, slots=True)
+class DevStackSettings:
+    """Data directory and ports of the embedded services that ``queuecore dev`` starts."""
+
+    data_dir: Path
+    postgres_port: int
+    redis_port: int
+    s3_port: int
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> DevStackSettings:
+        """Read and validate. SeaweedFS also uses the seven ports after the S3 port."""
+        data_dir = Path(_env("DATA_DIR", ".queuecore", env) or ".queuecore").expanduser().resolve()
+        return cls(
+            data_dir=data_dir,
+            postgres_port=_port("DEV_POSTGRES_PORT", 5433, env),
+            redis_port=_port("DEV_REDIS_PORT", 6380, env),
+            s3_port=_int("DEV_S3_PORT", 8333, 1, 65535 - 7, env),
+        )
+
+
+@functools.cache
+def database() -> DatabaseSettings:
+    """The process's database settings."""
+    return DatabaseSettings.from_env()
+
+
+@functools.cache
+def object_store() -> ObjectStoreSettings:
+    """The process's object store settings."""
+    return ObjectStoreSettings.from_env()
+
+
+@functools.cache
+def redis() -> RedisSettings:
+    """The process's Redis settings."""
+    return RedisSettings.from_env()
+
+
+@functools.cache
+def http() -> HttpSettings:
+    """The process's HTTP settings."""
+    return HttpSettings.from_env()
+
+
+@functools.cache
+def logs() -> LogSettings:
+    """The process's log settings."""
+    return LogSettings.from_env()
+
+
+@functools.cache
+def telemetry() -> TelemetrySettings:
+    """The process's telemetry settings."""
+    return TelemetrySettings.from_env()
+
+
+def clear_caches() -> None:
+    """Forget cached settings (tests change the environment)."""
+    for loader in (database, object_store, redis, http, logs, telemetry):
+        loader.cache_clear()

@@ -1,0 +1,1 @@
+"""Logging, tracing and metrics set-up, and OTLP export to GreptimeDB."""

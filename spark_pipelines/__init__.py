@@ -1,0 +1,1 @@
+"""PySpark jobs: segment compaction, lag analytics, usage aggregation."""

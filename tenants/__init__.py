@@ -1,0 +1,1 @@
+"""Organisations, users, projects, environments, API keys, tiers and their limits."""

@@ -1,0 +1,103 @@
+"""Settings: validated at start-up; a bad value stops the process with one line naming it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from infra.settings import (
+    DatabaseSettings,
+    DevStackSettings,
+    HttpSettings,
+    ObjectStoreSettings,
+    SettingsError,
+    TelemetrySettings,
+)
+
+
+def test_object_store_url_gives_bucket_prefix_and_endpoint() -> None:
+    s = ObjectStoreSettings.from_env(
+        {
+            "QUEUECORE_OBJECT_STORE_URL": "s3://segments/prod/eu",
+            "QUEUECORE_S3_ENDPOINT_URL": "http://127.0.0.1:9000",
+        }
+    )
+    assert (s.bucket, s.prefix, s.endpoint_url, s.region) == (
+        "segments",
+        "prod/eu",
+        "http://127.0.0.1:9000",
+        "us-east-1",
+    )
+
+
+@pytest.mark.parametrize(
+    ("loader", "env", "variable"),
+    [
+        (DatabaseSettings.from_env, {}, "QUEUECORE_DATABASE_URL"),
+        (
+            DatabaseSettings.from_env,
+            {"QUEUECORE_DATABASE_URL": "mysql://x/y"},
+            "QUEUECORE_DATABASE_URL",
+        ),
+        (
+            ObjectStoreSettings.from_env,
+            {"QUEUECORE_OBJECT_STORE_URL": "s3://ab"},
+            "QUEUECORE_OBJECT_STORE_URL",
+        ),
+        (
+            ObjectStoreSettings.from_env,
+            {"QUEUECORE_OBJECT_STORE_URL": "s3://abc", "QUEUECORE_S3_ENDPOINT_URL": "ftp://x"},
+            "QUEUECORE_S3_ENDPOINT_URL",
+        ),
+        (HttpSettings.from_env, {"QUEUECORE_HTTP_PORT": "eighty"}, "QUEUECORE_HTTP_PORT"),
+        (HttpSettings.from_env, {"QUEUECORE_HTTP_PORT": "70000"}, "QUEUECORE_HTTP_PORT"),
+        (DevStackSettings.from_env, {"QUEUECORE_DEV_S3_PORT": "65530"}, "QUEUECORE_DEV_S3_PORT"),
+        (
+            TelemetrySettings.from_env,
+            {"QUEUECORE_OTLP_HEADERS": "novalue"},
+            "QUEUECORE_OTLP_HEADERS",
+        ),
+    ],
+)
+def test_bad_values_name_the_variable(loader: object, env: dict[str, str], variable: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        loader(env)  # type: ignore[operator]
+    assert info.value.variable == variable
+    assert str(info.value).startswith(variable)
+
+
+def test_otlp_headers_are_parsed() -> None:
+    s = TelemetrySettings.from_env(
+        {
+            "QUEUECORE_OTLP_ENDPOINT": "http://127.0.0.1:4000/v1/otlp",
+            "QUEUECORE_OTLP_HEADERS": "x-greptime-db-name=public, authorization=Basic abc=",
+        }
+    )
+    assert s.otlp_headers == {"x-greptime-db-name": "public", "authorization": "Basic abc="}
+
+
+@pytest.mark.parametrize("command", ["serve", "worker", "migrate"])
+def test_process_with_bad_setting_exits_with_one_clear_line(command: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUECORE_")}
+    env.update(
+        {
+            "QUEUECORE_DATABASE_URL": "not-a-url",
+            "QUEUECORE_REDIS_URL": "redis://127.0.0.1:1/0",
+            "QUEUECORE_OBJECT_STORE_URL": "s3://bucket",
+        }
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "infra.cli", command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        "queuecore: configuration error: QUEUECORE_DATABASE_URL: must be a postgresql/postgres URL, got 'not-a-url'"
+    ]

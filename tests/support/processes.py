@@ -1,0 +1,103 @@
+"""Running QueueCore processes from tests, and checking they are gone afterwards."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+
+def queuecore(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """Start ``queuecore ARGS`` with ``env`` added to this environment, output to ``log``."""
+    full_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "infra.cli", *args],
+            env=full_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+
+
+def http_status(url: str, timeout_s: float = 2) -> int | None:
+    """Status of a GET, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
+def wait_for(
+    check: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    proc: subprocess.Popen[bytes] | None = None,
+    log: Path | None = None,
+) -> None:
+    """Poll ``check`` until true, failing early with the log when ``proc`` exits."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"{what}: process exited with {proc.returncode}\n{_tail(log)}")
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not true after {timeout_s}s\n{_tail(log)}")
+
+
+def _tail(log: Path | None) -> str:
+    if log is None or not log.exists():
+        return ""
+    return "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    """Every live process below ``pid``."""
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
+    """Those of ``procs`` still running (zombies count as gone)."""
+    result = []
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                result.append(proc)
+        except psutil.NoSuchProcess:
+            continue
+    return result
+
+
+def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout_s: float = 30) -> int:
+    """Signal ``proc`` and wait for it; SIGKILL if it does not go."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    return proc.returncode
+
+
+def gone_within(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+    """Wait up to ``timeout_s`` for ``procs`` to exit; returns those still alive."""
+    deadline = time.monotonic() + timeout_s
+    while alive(procs) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return alive(procs)
