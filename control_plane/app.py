@@ -8,12 +8,15 @@ from litestar import Litestar
 from litestar.config.compression import CompressionConfig
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
 from litestar.types import ControllerRouterHandler
 
+from control_plane.auth import key_authentication
 from control_plane.errors import EXCEPTION_HANDLERS
 from control_plane.health import HealthController
 from control_plane.request_id import add_request_id_header, request_id_middleware
 from control_plane.resources import lifespan
+from control_plane.v1 import v1_router
 from infra import settings
 from observability import logging as qc_logging
 
@@ -24,8 +27,8 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
     """Build the QueueCore API application from the ``QUEUECORE_*`` settings."""
     qc_logging.configure(settings.logs())
     return Litestar(
-        route_handlers=[HealthController, *extra_route_handlers],
-        lifespan=[lifespan],
+        route_handlers=[HealthController, v1_router(), *extra_route_handlers],
+        lifespan=[lifespan, key_authentication],
         exception_handlers=EXCEPTION_HANDLERS,
         before_send=[add_request_id_header],
         middleware=[request_id_middleware],
@@ -35,6 +38,15 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
             description="Multi-tenant pub/sub on object storage.",
             path="/schema",
             render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin(path="/swagger")],
+            components=Components(
+                security_schemes={
+                    "apiKey": SecurityScheme(
+                        type="http",
+                        scheme="bearer",
+                        description="pq_live_sk_… or pq_test_sk_… API key",
+                    )
+                }
+            ),
         ),
         compression_config=CompressionConfig(backend="gzip", minimum_size=1024),
         logging_config=None,

@@ -8,10 +8,9 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 from litestar import Litestar
-from psycopg_pool import AsyncConnectionPool
 
 from infra import settings
-from infra.db import async_pool
+from infra.db import AsyncPool, async_pool
 from infra.object_store import ObjectStore, S3ObjectStore
 
 
@@ -19,7 +18,7 @@ from infra.object_store import ObjectStore, S3ObjectStore
 class Resources:
     """The process's PostgreSQL pool, Redis client and object store."""
 
-    db: AsyncConnectionPool
+    db: AsyncPool
     redis: aioredis.Redis
     objects: ObjectStore
 

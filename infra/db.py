@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg import AsyncConnection, Connection
+from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from infra.settings import DatabaseSettings
@@ -16,10 +17,15 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[dict[st
     return psycopg.connect(url, autocommit=autocommit, row_factory=dict_row, connect_timeout=5)
 
 
-def sync_pool(settings: DatabaseSettings, name: str) -> ConnectionPool:
+SyncPool = ConnectionPool[Connection[DictRow]]
+AsyncPool = AsyncConnectionPool[AsyncConnection[DictRow]]
+
+
+def sync_pool(settings: DatabaseSettings, name: str) -> SyncPool:
     """A pool for threads (Celery tasks, CLI). Opened lazily by the caller with ``open()``."""
     return ConnectionPool(
         settings.url,
+        connection_class=Connection[DictRow],
         min_size=settings.pool_min,
         max_size=settings.pool_max,
         kwargs={"row_factory": dict_row, "connect_timeout": 5},
@@ -29,10 +35,11 @@ def sync_pool(settings: DatabaseSettings, name: str) -> ConnectionPool:
     )
 
 
-def async_pool(settings: DatabaseSettings, name: str) -> AsyncConnectionPool:
+def async_pool(settings: DatabaseSettings, name: str) -> AsyncPool:
     """A pool for the asyncio API process. Opened by the application's lifespan."""
     return AsyncConnectionPool(
         settings.url,
+        connection_class=AsyncConnection[DictRow],
         min_size=settings.pool_min,
         max_size=settings.pool_max,
         kwargs={"row_factory": dict_row, "connect_timeout": 5},

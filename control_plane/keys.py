@@ -1,0 +1,60 @@
+"""``/v1/keys``: the API keys of the caller's environment (admin scope)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from litestar import Controller, Request, delete, get, post
+from litestar.params import Body
+
+from control_plane.auth import auth_context
+from control_plane.resources import resources_of
+from tenants import service as tenants
+from tenants.schemas import CreatedKeyView, CreateKeyRequest, KeyList, KeyView
+
+
+class KeysController(Controller):
+    """Issue, list and revoke keys; always within the calling key's environment."""
+
+    path = "/keys"
+    tags = ["keys"]
+    opt = {"scope": "admin"}
+
+    @get("/", summary="List the environment's API keys (never their secrets)")
+    async def list_keys(
+        self, request: Request[Any, Any, Any], include_revoked: bool = False
+    ) -> KeyList:
+        """Keys of this environment."""
+        ctx = auth_context(request)
+        async with resources_of(request.app).db.connection() as conn:
+            keys = await tenants.list_keys(conn, ctx.environment_id, include_revoked)
+        now = datetime.now(UTC)
+        return KeyList(keys=[KeyView.of(key, now) for key in keys])
+
+    @post("/", summary="Create an API key; the secret is in this response only")
+    async def create_key(
+        self, request: Request[Any, Any, Any], data: Annotated[CreateKeyRequest, Body()]
+    ) -> CreatedKeyView:
+        """At most two active keys per environment (409 ``KEY_LIMIT_REACHED``)."""
+        ctx = auth_context(request)
+        async with resources_of(request.app).db.connection() as conn:
+            issued = await tenants.create_key(
+                conn,
+                ctx.environment_id,
+                name=data.name,
+                scopes=data.scopes,
+                expires_at=data.expires_at,
+            )
+        view = KeyView.of(issued.key, datetime.now(UTC))
+        return CreatedKeyView(
+            **{f: getattr(view, f) for f in view.__struct_fields__}, key=issued.secret
+        )
+
+    @delete("/{key_id:str}", summary="Revoke an API key", status_code=200)
+    async def revoke_key(self, request: Request[Any, Any, Any], key_id: str) -> KeyView:
+        """Revoked keys fail on every replica within a few seconds."""
+        ctx = auth_context(request)
+        async with resources_of(request.app).db.connection() as conn:
+            key = await tenants.revoke_key(conn, ctx.environment_id, key_id)
+        return KeyView.of(key, datetime.now(UTC))

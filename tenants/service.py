@@ -1,0 +1,313 @@
+"""Tenancy rules: organisations, users, projects with their environments, API keys, tiers.
+
+Every function takes an open ``psycopg.AsyncConnection`` and runs inside the caller's
+transaction, so the API, the CLI and Celery tasks share the same code and commit boundaries.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
+
+from infra.errors import ValidationFailed
+from tenants import keys as key_format
+from tenants import queries as q
+from tenants.errors import (
+    EmailTaken,
+    InvalidApiKey,
+    KeyLimitReached,
+    KeyNotFound,
+    OrganisationNotFound,
+    ProjectNotFound,
+)
+from tenants.ids import new_id
+from tenants.models import (
+    ENVIRONMENT_NAMES,
+    ROLES,
+    ApiKey,
+    AuthContext,
+    Environment,
+    IssuedKey,
+    NewOrganisation,
+    Organisation,
+    Project,
+)
+from tenants.passwords import MIN_PASSWORD_LENGTH, hash_password
+from tenants.tiers import TIERS, validate_custom_limits
+
+Conn = AsyncConnection[dict[str, Any]]
+MAX_ACTIVE_KEYS = 2
+
+
+def _organisation(row: dict[str, Any]) -> Organisation:
+    return Organisation(
+        row["id"], row["name"], row["tier"], row["custom_limits"], row["created_at"]
+    )
+
+
+def _api_key(row: dict[str, Any]) -> ApiKey:
+    return ApiKey(
+        id=row["id"],
+        environment_id=row["environment_id"],
+        name=row["name"],
+        hint=row["hint"],
+        scopes=tuple(row["scopes"]),
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+        revoked_at=row["revoked_at"],
+        last_used_at=row["last_used_at"],
+    )
+
+
+def _check_tier(tier: str) -> None:
+    if tier not in TIERS:
+        raise ValidationFailed(f"tier must be one of {', '.join(TIERS)}", field="tier")
+
+
+async def create_organisation(
+    conn: Conn,
+    name: str,
+    owner_email: str,
+    owner_password: str,
+    tier: str = "developer",
+    project_name: str = "default",
+) -> NewOrganisation:
+    """A tenant with its owner, a default project, its three environments and one key each."""
+    _check_tier(tier)
+    org_row = await (
+        await conn.execute(
+            q.INSERT_ORGANISATION,
+            {"id": new_id("org"), "name": name, "tier": tier, "custom_limits": None},
+        )
+    ).fetchone()
+    assert org_row is not None
+    organisation = _organisation(org_row)
+    owner_id = await create_user(conn, owner_email, owner_password)
+    await add_member(conn, organisation.id, owner_id, "owner")
+    project = await create_project(conn, organisation.id, project_name)
+    issued = {
+        env.name: await create_key(conn, env.id, name="default") for env in project.environments
+    }
+    return NewOrganisation(organisation, owner_id, owner_email, project, issued)
+
+
+async def get_organisation(conn: Conn, organisation_id: str) -> Organisation:
+    """One organisation, or :class:`OrganisationNotFound`."""
+    row = await (await conn.execute(q.SELECT_ORGANISATION, {"id": organisation_id})).fetchone()
+    if row is None:
+        raise OrganisationNotFound(organisation_id)
+    return _organisation(row)
+
+
+async def list_organisations(conn: Conn) -> list[dict[str, Any]]:
+    """Every organisation with its project count (operator view)."""
+    rows = await (await conn.execute(q.LIST_ORGANISATIONS)).fetchall()
+    return [dict(row) for row in rows]
+
+
+async def set_tier(
+    conn: Conn, organisation_id: str, tier: str, custom_limits: dict[str, Any] | None = None
+) -> Organisation:
+    """Change an organisation's tier (and an Enterprise organisation's custom limits)."""
+    _check_tier(tier)
+    custom = validate_custom_limits(custom_limits) if custom_limits else None
+    if custom and tier != "enterprise":
+        raise ValidationFailed(
+            "custom limits apply to the enterprise tier only", field="customLimits"
+        )
+    row = await (
+        await conn.execute(
+            q.UPDATE_TIER,
+            {
+                "id": organisation_id,
+                "tier": tier,
+                "custom_limits": Jsonb(custom) if custom else None,
+            },
+        )
+    ).fetchone()
+    if row is None:
+        raise OrganisationNotFound(organisation_id)
+    return _organisation(row)
+
+
+async def create_user(conn: Conn, email: str, password: str) -> str:
+    """A user with an argon2id password hash; returns its id."""
+    email = email.strip()
+    if "@" not in email or len(email) > 320:
+        raise ValidationFailed("email is not a valid address", field="email")
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise ValidationFailed(
+            f"password needs at least {MIN_PASSWORD_LENGTH} characters", field="password"
+        )
+    row = await (
+        await conn.execute(
+            q.INSERT_USER,
+            {"id": new_id("usr"), "email": email, "password_hash": hash_password(password)},
+        )
+    ).fetchone()
+    if row is None:
+        raise EmailTaken(email)
+    return str(row["id"])
+
+
+async def add_member(conn: Conn, organisation_id: str, user_id: str, role: str) -> None:
+    """Give a user a role in an organisation."""
+    if role not in ROLES:
+        raise ValidationFailed(f"role must be one of {', '.join(ROLES)}", field="role")
+    await conn.execute(
+        q.INSERT_MEMBERSHIP, {"organisation_id": organisation_id, "user_id": user_id, "role": role}
+    )
+
+
+async def create_project(conn: Conn, organisation_id: str, name: str) -> Project:
+    """A project with its development, staging and production environments."""
+    await get_organisation(conn, organisation_id)
+    row = await (
+        await conn.execute(
+            q.INSERT_PROJECT,
+            {"id": new_id("prj"), "organisation_id": organisation_id, "name": name},
+        )
+    ).fetchone()
+    if row is None:
+        raise ValidationFailed(f"a project named '{name}' already exists", field="name")
+    environments = []
+    for env_name in ENVIRONMENT_NAMES:
+        params = {
+            "id": new_id("env"),
+            "organisation_id": organisation_id,
+            "project_id": row["id"],
+            "name": env_name,
+        }
+        env_row = await (await conn.execute(q.INSERT_ENVIRONMENT, params)).fetchone()
+        assert env_row is not None
+        environments.append(Environment(**env_row))
+    return Project(row["id"], organisation_id, row["name"], row["created_at"], tuple(environments))
+
+
+async def list_projects(conn: Conn, organisation_id: str) -> list[Project]:
+    """An organisation's projects with their environments."""
+    projects = []
+    for row in await (
+        await conn.execute(q.LIST_PROJECTS, {"organisation_id": organisation_id})
+    ).fetchall():
+        envs = await (await conn.execute(q.LIST_ENVIRONMENTS, {"project_id": row["id"]})).fetchall()
+        projects.append(
+            Project(
+                row["id"],
+                row["organisation_id"],
+                row["name"],
+                row["created_at"],
+                tuple(Environment(**e) for e in envs),
+            )
+        )
+    return projects
+
+
+async def get_project(conn: Conn, organisation_id: str, project_id: str) -> Project:
+    """One project of the organisation, or :class:`ProjectNotFound`."""
+    for project in await list_projects(conn, organisation_id):
+        if project.id == project_id:
+            return project
+    raise ProjectNotFound(project_id)
+
+
+def _normalise_scopes(scopes: Iterable[str] | None) -> list[str]:
+    chosen = list(dict.fromkeys(scopes)) if scopes else list(key_format.SCOPES)
+    unknown = [s for s in chosen if s not in key_format.SCOPES]
+    if unknown or not chosen:
+        raise ValidationFailed(
+            f"scopes must be a non-empty subset of {', '.join(key_format.SCOPES)}", field="scopes"
+        )
+    return chosen
+
+
+async def create_key(
+    conn: Conn,
+    environment_id: str,
+    *,
+    name: str = "",
+    scopes: Iterable[str] | None = None,
+    expires_at: datetime | None = None,
+) -> IssuedKey:
+    """Issue a key for an environment; at most two active keys per environment."""
+    chosen = _normalise_scopes(scopes)
+    if expires_at is not None and expires_at <= datetime.now(UTC):
+        raise ValidationFailed("expiresAt must be in the future", field="expiresAt")
+    env = await (await conn.execute(q.LOCK_ENVIRONMENT, {"id": environment_id})).fetchone()
+    if env is None:
+        raise KeyNotFound(environment_id)
+    active = await (
+        await conn.execute(q.COUNT_ACTIVE_KEYS, {"environment_id": environment_id})
+    ).fetchone()
+    if active is not None and active["n"] >= MAX_ACTIVE_KEYS:
+        raise KeyLimitReached(environment_id, MAX_ACTIVE_KEYS)
+    secret = key_format.generate_key(env["name"])
+    params = {
+        "id": new_id("key"),
+        "organisation_id": env["organisation_id"],
+        "project_id": env["project_id"],
+        "environment_id": environment_id,
+        "name": name,
+        "secret_sha256": key_format.key_hash(secret),
+        "hint": key_format.hint(secret),
+        "scopes": chosen,
+        "expires_at": expires_at,
+    }
+    row = await (await conn.execute(q.INSERT_KEY, params)).fetchone()
+    assert row is not None
+    return IssuedKey(_api_key(row), secret)
+
+
+async def list_keys(conn: Conn, environment_id: str, include_revoked: bool = False) -> list[ApiKey]:
+    """Keys of an environment, without secrets."""
+    rows = await (
+        await conn.execute(
+            q.LIST_KEYS, {"environment_id": environment_id, "include_revoked": include_revoked}
+        )
+    ).fetchall()
+    return [_api_key(row) for row in rows]
+
+
+async def revoke_key(conn: Conn, environment_id: str, key_id: str) -> ApiKey:
+    """Revoke a key of this environment (idempotent); another environment's key is not found."""
+    row = await (
+        await conn.execute(q.REVOKE_KEY, {"id": key_id, "environment_id": environment_id})
+    ).fetchone()
+    if row is None:
+        raise KeyNotFound(key_id)
+    return _api_key(row)
+
+
+async def authenticate(conn: Conn, presented: str | None) -> AuthContext:
+    """The context of a valid key; :class:`InvalidApiKey` for anything else, always the same."""
+    if not presented or not key_format.is_well_formed(presented):
+        raise InvalidApiKey
+    digest = key_format.key_hash(presented)
+    row = await (await conn.execute(q.SELECT_KEY_FOR_AUTH, {"secret_sha256": digest})).fetchone()
+    if row is None or not hmac.compare_digest(bytes(row["secret_sha256"]), digest):
+        raise InvalidApiKey
+    if row["revoked_at"] is not None or (
+        row["expires_at"] is not None and row["expires_at"] <= datetime.now(UTC)
+    ):
+        raise InvalidApiKey
+    return AuthContext(
+        key_id=row["key_id"],
+        organisation_id=row["organisation_id"],
+        project_id=row["project_id"],
+        environment_id=row["environment_id"],
+        environment=row["environment"],
+        scopes=frozenset(row["scopes"]),
+        expires_at=row["expires_at"],
+    )
+
+
+async def record_key_use(conn: Conn, used: dict[str, datetime]) -> None:
+    """Write the last-used times collected in memory, in one statement."""
+    if used:
+        ids = list(used)
+        await conn.execute(q.TOUCH_KEYS, {"ids": ids, "used_at": [used[i] for i in ids]})

@@ -1,0 +1,95 @@
+"""Tiers: request rates per category and the quotas that topics and publishing enforce."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal
+
+from infra.errors import ValidationFailed
+
+TierName = Literal["developer", "pro", "enterprise"]
+Category = Literal["publish", "consume", "admin"]
+TIERS: tuple[TierName, ...] = ("developer", "pro", "enterprise")
+CATEGORIES: tuple[Category, ...] = ("publish", "consume", "admin")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-key request rates (per second) and per-environment quotas of one organisation."""
+
+    publish_per_s: int
+    consume_per_s: int
+    admin_per_s: int
+    max_topics: int
+    max_partitions: int
+    max_retention_s: int
+    max_message_bytes: int
+    max_batch_messages: int
+
+    def rate(self, category: Category) -> int:
+        """Requests per second allowed in ``category``."""
+        return int(getattr(self, f"{category}_per_s"))
+
+    def as_dict(self) -> dict[str, int]:
+        """Plain values, for storage and display."""
+        return asdict(self)
+
+
+_DAY = 86_400
+
+TIER_LIMITS: dict[TierName, Limits] = {
+    "developer": Limits(
+        100,
+        50,
+        10,
+        max_topics=10,
+        max_partitions=16,
+        max_retention_s=7 * _DAY,
+        max_message_bytes=256 * 1024,
+        max_batch_messages=1000,
+    ),
+    "pro": Limits(
+        1000,
+        500,
+        50,
+        max_topics=200,
+        max_partitions=64,
+        max_retention_s=30 * _DAY,
+        max_message_bytes=1024 * 1024,
+        max_batch_messages=1000,
+    ),
+    # Enterprise starts from Pro; its organisation's ``custom_limits`` override any field.
+    "enterprise": Limits(
+        1000,
+        500,
+        50,
+        max_topics=1000,
+        max_partitions=256,
+        max_retention_s=365 * _DAY,
+        max_message_bytes=1024 * 1024,
+        max_batch_messages=1000,
+    ),
+}
+
+
+def limits_for(tier: str, custom: dict[str, Any] | None) -> Limits:
+    """The effective limits: the tier's, with an Enterprise organisation's custom values on top."""
+    base = TIER_LIMITS[tier]  # type: ignore[index]
+    if tier != "enterprise" or not custom:
+        return base
+    return replace(base, **validate_custom_limits(custom))
+
+
+def validate_custom_limits(custom: dict[str, Any]) -> dict[str, int]:
+    """Only known fields, positive integers."""
+    known = set(TIER_LIMITS["developer"].as_dict())
+    clean: dict[str, int] = {}
+    for name, value in custom.items():
+        if name not in known:
+            raise ValidationFailed(
+                f"unknown limit '{name}'; known: {', '.join(sorted(known))}", field=name
+            )
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValidationFailed(f"limit '{name}' must be a positive integer", field=name)
+        clean[name] = value
+    return clean
