@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from litestar import Controller, Request, delete, get, post
-from litestar.params import Body
+from litestar.params import Body, FromPath, FromQuery
 
 from control_plane.auth import auth_context
 from control_plane.resources import resources_of
@@ -23,7 +23,7 @@ class KeysController(Controller):
 
     @get("/", summary="List the environment's API keys (never their secrets)")
     async def list_keys(
-        self, request: Request[Any, Any, Any], include_revoked: bool = False
+        self, request: Request[Any, Any, Any], include_revoked: FromQuery[bool] = False
     ) -> KeyList:
         """Keys of this environment."""
         ctx = auth_context(request)
@@ -52,7 +52,7 @@ class KeysController(Controller):
         )
 
     @delete("/{key_id:str}", summary="Revoke an API key", status_code=200)
-    async def revoke_key(self, request: Request[Any, Any, Any], key_id: str) -> KeyView:
+    async def revoke_key(self, request: Request[Any, Any, Any], key_id: FromPath[str]) -> KeyView:
         """Revoked keys fail on every replica within a few seconds."""
         ctx = auth_context(request)
         async with resources_of(request.app).db.connection() as conn:
