@@ -12,10 +12,13 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.types import ControllerRouterHandler
 
 from control_plane.auth import key_authentication
+from control_plane.consume import publish_listener
 from control_plane.errors import EXCEPTION_HANDLERS
 from control_plane.health import HealthController
 from control_plane.request_id import add_request_id_header, request_id_middleware
 from control_plane.resources import lifespan
+from control_plane.sessions import SessionController
+from control_plane.topics import publishing
 from control_plane.v1 import v1_router
 from infra import settings
 from observability import logging as qc_logging
@@ -27,8 +30,8 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
     """Build the QueueCore API application from the ``QUEUECORE_*`` settings."""
     qc_logging.configure(settings.logs())
     return Litestar(
-        route_handlers=[HealthController, v1_router(), *extra_route_handlers],
-        lifespan=[lifespan, key_authentication],
+        route_handlers=[HealthController, SessionController, v1_router(), *extra_route_handlers],
+        lifespan=[lifespan, key_authentication, publishing, publish_listener],
         exception_handlers=EXCEPTION_HANDLERS,
         before_send=[add_request_id_header],
         middleware=[request_id_middleware],

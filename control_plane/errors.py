@@ -14,7 +14,15 @@ from litestar.exceptions import (
 )
 
 from control_plane.request_id import request_id
-from infra.errors import ClientError, QueueCoreError, ServerError
+from infra.errors import (
+    ClientError,
+    Conflict,
+    NotFound,
+    QueueCoreError,
+    ServerError,
+    Unavailable,
+    ValidationFailed,
+)
 from observability.logging import get_logger
 
 log = get_logger("queuecore.errors")
@@ -28,6 +36,9 @@ STATUS_BY_CODE: dict[str, int] = {
     "CSRF_FAILED": 403,
     "NOT_FOUND": 404,
     "TOPIC_NOT_FOUND": 404,
+    "PARTITION_NOT_FOUND": 404,
+    "OFFSET_OUT_OF_RANGE": 416,
+    "SEGMENT_UNREADABLE": 500,
     "KEY_NOT_FOUND": 404,
     "ORGANISATION_NOT_FOUND": 404,
     "PROJECT_NOT_FOUND": 404,
@@ -36,8 +47,11 @@ STATUS_BY_CODE: dict[str, int] = {
     "CONFLICT": 409,
     "KEY_LIMIT_REACHED": 409,
     "EMAIL_TAKEN": 409,
+    "TOPIC_EXISTS": 409,
+    "TOPIC_LIMIT_REACHED": 409,
     "PAYLOAD_TOO_LARGE": 413,
     "VALIDATION_ERROR": 422,
+    "QUOTA_EXCEEDED": 422,
     "RATE_LIMIT_EXCEEDED": 429,
     "INTERNAL_ERROR": 500,
     "SERVICE_UNAVAILABLE": 503,
@@ -54,6 +68,14 @@ _CODE_BY_STATUS = {
     429: "RATE_LIMIT_EXCEEDED",
     503: "SERVICE_UNAVAILABLE",
 }
+
+
+_STATUS_BY_KIND: tuple[tuple[type[QueueCoreError], int], ...] = (
+    (NotFound, 404),
+    (Conflict, 409),
+    (ValidationFailed, 422),
+    (Unavailable, 503),
+)
 
 
 def error_response(
@@ -84,9 +106,13 @@ def error_response(
 
 
 def status_for(error: QueueCoreError) -> int:
-    """HTTP status of a domain error."""
-    default = 500 if isinstance(error, ServerError) else 400
-    return STATUS_BY_CODE.get(error.code, default)
+    """HTTP status of a domain error: by its code, else by its kind."""
+    if error.code in STATUS_BY_CODE:
+        return STATUS_BY_CODE[error.code]
+    for kind, status in _STATUS_BY_KIND:
+        if isinstance(error, kind):
+            return status
+    return 500 if isinstance(error, ServerError) else 400
 
 
 def handle_domain_error(
@@ -97,16 +123,18 @@ def handle_domain_error(
     request_id(request.scope)
     if status >= 500:
         log.error("server_error", code=exc.code, error=exc.message, exc_info=exc)
-    headers = (
-        {"Retry-After": str(exc.data["retry_after_s"])} if "retry_after_s" in exc.data else None
-    )
+    headers: dict[str, str] = dict(exc.data.get("headers") or {})  # e.g. X-RateLimit-*
+    if "retry_after_s" in exc.data:
+        headers["Retry-After"] = str(exc.data["retry_after_s"])
     field = exc.data.get("field")
     details = (
         [{"field": field, "message": exc.message}]
         if isinstance(exc, ClientError) and field
         else None
     )
-    return error_response(request, status, exc.code, exc.message, headers=headers, details=details)
+    return error_response(
+        request, status, exc.code, exc.message, headers=headers or None, details=details
+    )
 
 
 def handle_validation(
@@ -130,16 +158,20 @@ def _detail(item: Any) -> dict[str, Any]:
         return {"field": None, "message": str(item)}
     key = item.get("key")
     message = str(item.get("message", "invalid value"))
-    field = key if key and key != "body" else _field_from_message(message)
+    field = _field_from_message(message) if key in (None, "", "body", "data") else key
     return {"field": field, "message": message}
 
 
 def _field_from_message(message: str) -> str | None:
-    # msgspec reports the path as "... - at `$.partitions`"
-    marker = "at `$."
-    if marker in message:
-        return message.split(marker, 1)[1].rstrip("`").strip()
-    return None
+    """The JSON path msgspec names: "... - at `$.partitions`" or "missing required field `x`"."""
+    path = None
+    if "at `$." in message:
+        path = message.split("at `$.", 1)[1].split("`", 1)[0]
+    missing = "missing required field `"
+    if missing in message:
+        name = message.split(missing, 1)[1].split("`", 1)[0]
+        path = f"{path}.{name}" if path else name
+    return path
 
 
 def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
@@ -160,9 +192,45 @@ def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response
     return error_response(request, status, code, message, headers=exc.headers)
 
 
+def _backing_service_down(exc: BaseException) -> str | None:
+    """Which backing service an exception says is unreachable, if any."""
+    import botocore.exceptions
+    import psycopg
+    import psycopg_pool
+    import redis
+
+    if isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout):
+        return "the metadata store"
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        return "the cache"
+    if isinstance(
+        exc,
+        botocore.exceptions.EndpointConnectionError
+        | botocore.exceptions.ConnectTimeoutError
+        | botocore.exceptions.ReadTimeoutError,
+    ):
+        return "object storage"
+    return None
+
+
 def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
-    """A bug: full trace in the log, none in the body."""
+    """A backing service down is a retryable 503; anything else is a bug: trace in the log only."""
     request_id(request.scope)
+    service = _backing_service_down(exc)
+    if service is not None:
+        log.warning(
+            "backing_service_unavailable",
+            service=service,
+            error=type(exc).__name__,
+            path=request.url.path,
+        )
+        return error_response(
+            request,
+            503,
+            "SERVICE_UNAVAILABLE",
+            f"QueueCore cannot reach {service} right now; retry shortly.",
+            headers={"Retry-After": "1"},
+        )
     log.error("unhandled_exception", method=request.method, path=request.url.path, exc_info=exc)
     return error_response(
         request,

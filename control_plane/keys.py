@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from litestar import Controller, Request, delete, get, post
-from litestar.params import Body, FromPath, FromQuery
+from litestar.params import Body, FromPath, QueryParameter
 
 from control_plane.auth import auth_context
 from control_plane.resources import resources_of
@@ -23,7 +23,9 @@ class KeysController(Controller):
 
     @get("/", summary="List the environment's API keys (never their secrets)")
     async def list_keys(
-        self, request: Request[Any, Any, Any], include_revoked: FromQuery[bool] = False
+        self,
+        request: Request[Any, Any, Any],
+        include_revoked: Annotated[bool, QueryParameter(name="includeRevoked")] = False,
     ) -> KeyList:
         """Keys of this environment."""
         ctx = auth_context(request)

@@ -6,15 +6,27 @@ from litestar import Router
 from litestar.middleware import DefineMiddleware
 
 from control_plane.auth import ApiKeyAuthenticationMiddleware, requires_scope
+from control_plane.consume import ConsumeController
+from control_plane.groups import GroupsController
 from control_plane.keys import KeysController
+from control_plane.messages import MessagesController
+from control_plane.rate_limit import rate_limit_middleware
+from control_plane.topics import PublishController, TopicsController
 
 
 def v1_router() -> Router:
     """All ``/v1`` controllers behind key authentication and scope guards."""
     return Router(
         path="/v1",
-        route_handlers=[KeysController],
-        middleware=[DefineMiddleware(ApiKeyAuthenticationMiddleware)],
+        route_handlers=[
+            MessagesController,
+            KeysController,
+            TopicsController,
+            PublishController,
+            GroupsController,
+            ConsumeController,
+        ],
+        middleware=[DefineMiddleware(ApiKeyAuthenticationMiddleware), rate_limit_middleware],
         guards=[requires_scope],
         security=[{"apiKey": []}],
     )

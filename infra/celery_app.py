@@ -11,6 +11,7 @@ from infra import settings
 
 TASK_MODULES = [
     "observability.tasks",
+    "data_plane.tasks",
 ]
 
 
@@ -29,7 +30,11 @@ def create_celery() -> Celery:
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
         timezone="UTC",
-        beat_schedule={},
+        beat_schedule={
+            "delete-topic-data": {"task": "data_plane.delete_topic_data", "schedule": 60.0},
+            "apply-retention": {"task": "data_plane.apply_retention", "schedule": 300.0},
+            "collect-orphans": {"task": "data_plane.collect_orphans", "schedule": 600.0},
+        },
     )
     return app
 

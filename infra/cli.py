@@ -1,4 +1,4 @@
-"""The ``queuecore`` command: dev, serve, worker, beat, migrate."""
+"""The ``queuecore`` command: dev, serve, worker, beat, migrate, tenants."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ def _serve(args: argparse.Namespace) -> int:
     settings.database()
     settings.object_store()
     settings.redis()
+    from data_plane.writer import writer_settings
+
+    writer_settings()
     workers = args.workers or http.workers
     uvicorn.run(
         "control_plane.app:create_app",
@@ -68,12 +71,19 @@ def _dev(args: argparse.Namespace) -> int:
     return run_dev()
 
 
+def _tenants(args: argparse.Namespace) -> int:
+    from tenants.cli import run
+
+    return run(args)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "dev": _dev,
     "serve": _serve,
     "worker": _worker,
     "beat": _beat,
     "migrate": _migrate,
+    "tenants": _tenants,
 }
 
 
@@ -94,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     beat = sub.add_parser("beat", help="run Celery beat (one per deployment)")
     beat.add_argument("--schedule", default=None, help="path of beat's schedule file")
     sub.add_parser("migrate", help="apply pending database migrations")
+    from tenants.cli import add_tenants_parser  # the operator commands live with their domain
+
+    add_tenants_parser(sub)
     return parser
 
 

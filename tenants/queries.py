@@ -115,3 +115,7 @@ WHERE s.token_sha256 = %(token_sha256)s AND s.expires_at > now()
 DELETE_SESSION = """
 DELETE FROM user_sessions WHERE token_sha256 = %(token_sha256)s
 """
+
+DELETE_EXPIRED_SESSIONS_OF_USER = """
+DELETE FROM user_sessions WHERE user_id = %(user_id)s AND expires_at <= now()
+"""

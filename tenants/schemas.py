@@ -17,7 +17,7 @@ class CreateKeyRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=Tru
 
     name: Annotated[str, msgspec.Meta(max_length=100)] = ""
     scopes: Annotated[list[Scope], msgspec.Meta(min_length=1, max_length=3)] | None = None
-    expires_at: datetime | None = None
+    expires_at: Annotated[datetime, msgspec.Meta(tz=True)] | None = None
 
 
 class KeyView(msgspec.Struct, rename="camel"):

@@ -19,6 +19,7 @@ from tenants import keys as key_format
 from tenants import queries as q
 from tenants.errors import (
     EmailTaken,
+    EnvironmentNotFound,
     InvalidApiKey,
     KeyLimitReached,
     KeyNotFound,
@@ -240,7 +241,7 @@ async def create_key(
         raise ValidationFailed("expiresAt must be in the future", field="expiresAt")
     env = await (await conn.execute(q.LOCK_ENVIRONMENT, {"id": environment_id})).fetchone()
     if env is None:
-        raise KeyNotFound(environment_id)
+        raise EnvironmentNotFound(environment_id)
     active = await (
         await conn.execute(q.COUNT_ACTIVE_KEYS, {"environment_id": environment_id})
     ).fetchone()

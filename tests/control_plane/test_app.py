@@ -126,6 +126,7 @@ def test_missing_field_is_422_naming_the_field(app_client: tuple[TestClient, io.
     client, _ = app_client
     error = assert_error(client.post("/test/widgets", json={"name": "a"}), 422, "VALIDATION_ERROR")
     assert "partCount" in error["message"]
+    assert error["details"][0]["field"] == "partCount"
 
 
 def test_valid_body_passes(app_client: tuple[TestClient, io.StringIO]) -> None:

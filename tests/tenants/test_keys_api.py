@@ -90,3 +90,25 @@ def test_cannot_revoke_another_environments_key(client: TestClient, services: Se
         assert response.status_code == 404
         assert response.json()["error"]["code"] == "KEY_NOT_FOUND"
     assert client.get("/v1/keys", headers=bearer(org.keys["production"].secret)).status_code == 200
+
+
+def test_expiry_without_timezone_is_422_not_500(client: TestClient, services: Services) -> None:
+    org = new_organisation(services.database_url)
+    response = client.post(
+        "/v1/keys",
+        json={"expiresAt": "2099-01-01T00:00:00"},
+        headers=bearer(org.keys["staging"].secret),
+    )
+    assert response.status_code == 422
+    assert response.json()["error"]["details"][0]["field"] == "expiresAt"
+
+
+def test_include_revoked_lists_revoked_keys(client: TestClient, services: Services) -> None:
+    org = new_organisation(services.database_url)
+    admin = bearer(org.keys["staging"].secret)
+    extra = client.post("/v1/keys", json={"name": "old"}, headers=admin).json()
+    client.delete(f"/v1/keys/{extra['id']}", headers=admin)
+    active = client.get("/v1/keys", headers=admin).json()["keys"]
+    everything = client.get("/v1/keys?includeRevoked=true", headers=admin).json()["keys"]
+    assert extra["id"] not in [k["id"] for k in active]
+    assert {k["id"]: k["status"] for k in everything}[extra["id"]] == "revoked"

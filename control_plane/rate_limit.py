@@ -1,0 +1,74 @@
+"""Rate limiting of ``/v1`` routes: the route's ``opt["scope"]`` names its category.
+
+Runs after key authentication (the budget is per API key) and before the scope guards. Every
+response of a limited route carries ``X-RateLimit-Limit``, ``-Remaining`` and ``-Reset``; over the
+limit the request ends as ``429 RATE_LIMIT_EXCEEDED`` with ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from litestar import Litestar
+from litestar.datastructures import MutableScopeHeaders
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from control_plane.resources import resources_of
+from tenants import rate_limits
+from tenants.models import AuthContext
+from tenants.rate_limits import Decision, RateLimiter
+from tenants.tiers import CATEGORIES, Category, Limits
+
+# A /v1 route that forgot to declare its category gets the strictest one.
+DEFAULT_CATEGORY: Category = "admin"
+
+
+def category_of(scope: Scope) -> Category:
+    """The rate-limit category of the matched route handler."""
+    handler = scope.get("route_handler")
+    named = handler.opt.get("scope") if handler is not None else None
+    return cast(Category, named) if named in CATEGORIES else DEFAULT_CATEGORY
+
+
+def limiter_of(app: Litestar) -> RateLimiter:
+    """The process's limiter, created on first use from its Redis client and database pool."""
+    limiter = app.state.get("rate_limiter")
+    if limiter is None:
+        resources = resources_of(app)
+
+        async def load(organisation_id: str) -> Limits:
+            async with resources.db.connection() as conn:
+                return await rate_limits.organisation_limits(conn, organisation_id)
+
+        limiter = RateLimiter(resources.redis, load)
+        app.state.rate_limiter = limiter
+    return cast(RateLimiter, limiter)
+
+
+def rate_limit_middleware(app: ASGIApp) -> ASGIApp:
+    """Count each authenticated request against its key's budget for the route's category."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        context = scope.get("auth")
+        if scope["type"] != "http" or not isinstance(context, AuthContext):
+            await app(scope, receive, send)
+            return
+        decision = await limiter_of(scope["app"]).check(
+            context.organisation_id, context.key_id, category_of(scope)
+        )
+        await app(scope, receive, _with_headers(send, decision))
+
+    return middleware
+
+
+def _with_headers(send: Send, decision: Decision) -> Send:
+    headers = decision.headers()
+
+    async def send_with_headers(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            mutable = MutableScopeHeaders.from_message(cast(Any, message))
+            for name, value in headers.items():
+                mutable[name] = value
+        await send(message)
+
+    return send_with_headers

@@ -1,0 +1,150 @@
+"""``/auth``: dashboard login, current session and logout, with cookie sessions and CSRF.
+
+Not under ``/v1`` and not authenticated by API key. Dashboard routes protect themselves with the
+:func:`require_session` guard (and :func:`require_csrf` for unsafe methods) and read the caller
+with :func:`session_of`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Controller, Request, Response, get, post
+from litestar.connection import ASGIConnection
+from litestar.datastructures import Cookie
+from litestar.handlers.base import BaseRouteHandler
+from litestar.params import Body
+
+from control_plane.resources import resources_of
+from infra import settings
+from observability.logging import bind
+from tenants import sessions
+from tenants.sessions import SESSION_TTL_S, CsrfFailed, Session, SessionRequired
+
+COOKIE_NAME = "qc_session"
+CSRF_HEADER = "X-CSRF-Token"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+_STATE_KEY = "qc_session"
+
+
+class LoginRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """``POST /auth/login``."""
+
+    email: Annotated[str, msgspec.Meta(max_length=320)]
+    password: Annotated[str, msgspec.Meta(max_length=sessions.MAX_PASSWORD_LENGTH)]
+
+
+class UserView(msgspec.Struct, rename="camel"):
+    """The signed-in user."""
+
+    id: str
+    email: str
+
+
+class MembershipView(msgspec.Struct, rename="camel"):
+    """An organisation the user belongs to, and their role there."""
+
+    id: str
+    name: str
+    role: str
+
+
+class SessionView(msgspec.Struct, rename="camel"):
+    """What the dashboard knows about its user, and the CSRF token for unsafe requests."""
+
+    user: UserView
+    organisations: list[MembershipView]
+    csrf_token: str
+
+    @classmethod
+    def of(cls, session: Session) -> SessionView:
+        """Render a session."""
+        return cls(
+            user=UserView(id=session.user_id, email=session.email),
+            organisations=[
+                MembershipView(id=m.organisation_id, name=m.organisation_name, role=m.role)
+                for m in session.memberships
+            ],
+            csrf_token=session.csrf_token,
+        )
+
+
+def session_cookie(token: str, max_age_s: int = SESSION_TTL_S) -> Cookie:
+    """The session cookie: HttpOnly, SameSite=Lax, Secure when the public URL is https."""
+    return Cookie(
+        key=COOKIE_NAME,
+        value=token,
+        max_age=max_age_s,
+        path="/",
+        httponly=True,
+        samesite="lax",
+        secure=settings.http().public_url.lower().startswith("https://"),
+    )
+
+
+async def require_session(
+    connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler | None = None
+) -> None:
+    """Guard: the request carries a live session cookie (401 ``UNAUTHORIZED`` otherwise)."""
+    state = connection.scope.setdefault("state", {})
+    if isinstance(state.get(_STATE_KEY), Session):
+        return
+    async with resources_of(connection.app).db.connection() as conn:
+        session = await sessions.get_session(conn, connection.cookies.get(COOKIE_NAME))
+    state[_STATE_KEY] = session
+    bind(user_id=session.user_id)
+
+
+async def require_csrf(
+    connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler | None = None
+) -> None:
+    """Guard: unsafe methods echo the session's CSRF token in ``X-CSRF-Token`` (403 otherwise)."""
+    if connection.scope.get("method", "GET") in SAFE_METHODS:
+        return
+    await require_session(connection, handler)
+    if not session_of(connection).csrf_matches(connection.headers.get(CSRF_HEADER)):
+        raise CsrfFailed
+
+
+def session_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Session:
+    """The session resolved by :func:`require_session`."""
+    session = connection.scope.get("state", {}).get(_STATE_KEY)
+    if not isinstance(session, Session):
+        raise SessionRequired
+    return session
+
+
+class SessionController(Controller):
+    """Sign in and out of the dashboard."""
+
+    path = "/auth"
+    tags = ["dashboard sessions"]
+
+    @post("/login", status_code=200, summary="Sign in with email and password")
+    async def login(
+        self, request: Request[Any, Any, Any], data: Annotated[LoginRequest, Body()]
+    ) -> Response[SessionView]:
+        """Sets the ``qc_session`` cookie; 401 ``INVALID_CREDENTIALS`` for any wrong pair."""
+        async with resources_of(request.app).db.connection() as conn:
+            opened = await sessions.login(conn, data.email, data.password)
+        bind(user_id=opened.session.user_id)
+        return Response(SessionView.of(opened.session), cookies=[session_cookie(opened.token)])
+
+    @get("/session", guards=[require_session], summary="The signed-in user and their CSRF token")
+    async def current(self, request: Request[Any, Any, Any]) -> SessionView:
+        """401 ``UNAUTHORIZED`` without a live session."""
+        return SessionView.of(session_of(request))
+
+    @post(
+        "/logout",
+        status_code=204,
+        guards=[require_session, require_csrf],
+        summary="Sign out: ends the session server-side",
+    )
+    async def logout(self, request: Request[Any, Any, Any]) -> Response[None]:
+        """Needs ``X-CSRF-Token``; the old cookie stops working at once."""
+        token = request.cookies.get(COOKIE_NAME, "")
+        async with resources_of(request.app).db.connection() as conn:
+            await sessions.logout(conn, token)
+        return Response(None, status_code=204, cookies=[session_cookie("", max_age_s=0)])

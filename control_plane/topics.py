@@ -1,0 +1,228 @@
+"""``/v1/topics``: topic management (admin scope) and publishing (publish scope).
+
+Also the lifespan hook that runs this process's :class:`SegmentWriter` and publish service.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from litestar import Controller, Litestar, Request, delete, get, patch, post
+from litestar.params import Body, FromPath
+
+from control_plane.auth import auth_context
+from control_plane.resources import resources_of
+from data_plane import topics as topic_service
+from data_plane.publish import Published, PublishService
+from data_plane.schemas import (
+    BatchItemResult,
+    BatchPublishRequest,
+    BatchPublishResult,
+    CreateTopicRequest,
+    PublishRequest,
+    PublishResult,
+    TopicList,
+    TopicView,
+    UpdateTopicRequest,
+)
+from data_plane.topics import Topic
+from data_plane.writer import SegmentWriter, writer_settings
+
+
+@asynccontextmanager
+async def publishing(app: Litestar) -> AsyncIterator[None]:
+    """Lifespan: the process's segment writer and publish service."""
+    resources = resources_of(app)
+    writer = SegmentWriter(resources.db, resources.objects, writer_settings())
+    await writer.start()
+    app.state.segment_writer = writer
+    app.state.publisher = PublishService(resources.db, writer)
+    try:
+        yield
+    finally:
+        await writer.close()
+
+
+def segment_writer(app: Litestar) -> SegmentWriter:
+    """The writer started by :func:`publishing` (subscribe to its commits here)."""
+    return app.state.segment_writer
+
+
+def publisher(app: Litestar) -> PublishService:
+    """The publish service started by :func:`publishing`."""
+    return app.state.publisher
+
+
+def topic_view(topic: Topic) -> TopicView:
+    """Render a topic."""
+    return TopicView(
+        id=topic.id,
+        name=topic.name,
+        partitions=topic.partitions,
+        retention=topic.retention,
+        delivery=topic.delivery,  # type: ignore[arg-type]
+        latency_class=topic.latency_class,  # type: ignore[arg-type]
+        status=topic.status,  # type: ignore[arg-type]
+        created_at=topic.created_at,
+    )
+
+
+class TopicsController(Controller):
+    """Create, list, describe, update and delete the topics of the caller's environment."""
+
+    path = "/topics"
+    tags = ["topics"]
+    opt = {"scope": "admin"}
+
+    @post("/", summary="Create a topic")
+    async def create_topic(
+        self, request: Request[Any, Any, Any], data: Annotated[CreateTopicRequest, Body()]
+    ) -> TopicView:
+        """409 ``TOPIC_EXISTS`` when the name is taken; tier quotas apply."""
+        ctx = auth_context(request)
+        async with resources_of(request.app).db.connection() as conn:
+            topic = await topic_service.create_topic(
+                conn,
+                ctx.organisation_id,
+                ctx.environment_id,
+                data.name,
+                partitions=data.partitions,
+                retention=data.retention,
+                delivery=data.delivery,
+                latency_class=data.latency_class,
+            )
+        return topic_view(topic)
+
+    @get("/", summary="List the environment's topics")
+    async def list_topics(self, request: Request[Any, Any, Any]) -> TopicList:
+        """Active topics, by name."""
+        ctx = auth_context(request)
+        async with resources_of(request.app).db.connection() as conn:
+            topics = await topic_service.list_topics(conn, ctx.environment_id)
+        return TopicList(topics=[topic_view(t) for t in topics])
+
+    @get("/{topic:str}", summary="Describe a topic")
+    async def describe_topic(
+        self, request: Request[Any, Any, Any], topic: FromPath[str]
+    ) -> TopicView:
+        """404 ``TOPIC_NOT_FOUND`` unless the topic exists in this environment."""
+        ctx = auth_context(request)
+        async with resources_of(request.app).db.connection() as conn:
+            found = await topic_service.get_topic(conn, ctx.environment_id, topic)
+        return topic_view(found)
+
+    @patch("/{topic:str}", summary="Raise partitions, change retention or latency class")
+    async def update_topic(
+        self,
+        request: Request[Any, Any, Any],
+        topic: FromPath[str],
+        data: Annotated[UpdateTopicRequest, Body()],
+    ) -> TopicView:
+        """Partitions can only grow; retention stays within the tier's maximum."""
+        ctx = auth_context(request)
+        async with resources_of(request.app).db.connection() as conn:
+            updated = await topic_service.update_topic(
+                conn,
+                ctx.organisation_id,
+                ctx.environment_id,
+                topic,
+                partitions=data.partitions,
+                retention=data.retention,
+                latency_class=data.latency_class,
+            )
+        publisher(request.app).topics.forget(ctx.environment_id, topic)
+        return topic_view(updated)
+
+    @delete(
+        "/{topic:str}",
+        summary="Delete a topic (its data is removed in the background)",
+        status_code=202,
+    )
+    async def delete_topic(
+        self, request: Request[Any, Any, Any], topic: FromPath[str]
+    ) -> TopicView:
+        """The name is free at once; index rows and objects are cleaned up by a Celery task."""
+        ctx = auth_context(request)
+        async with resources_of(request.app).db.connection() as conn:
+            deleted = await topic_service.delete_topic(conn, ctx.environment_id, topic)
+        publisher(request.app).topics.forget(ctx.environment_id, topic)
+        return topic_view(deleted)
+
+
+class PublishController(Controller):
+    """Publish one message or an atomic batch; answered once stored on S3 and committed."""
+
+    path = "/topics/{topic:str}/messages"
+    tags = ["publish"]
+    opt = {"scope": "publish"}
+
+    @post(
+        "/",
+        summary="Publish a message",
+        description=(
+            "Answered once the message is in a segment object on S3 and its offset is committed. "
+            "A `key` always maps to the same partition (Kafka's murmur2 partitioner); keyless "
+            "messages spread round-robin. On exactly-once topics a retried `idempotencyKey` "
+            "returns the original `messageId`, `offset` and `partition` and stores nothing new. "
+            "`messageId` is derived from (topic, partition, offset)."
+        ),
+    )
+    async def publish(
+        self,
+        request: Request[Any, Any, Any],
+        topic: FromPath[str],
+        data: Annotated[PublishRequest, Body()],
+    ) -> PublishResult:
+        """413 ``PAYLOAD_TOO_LARGE`` above the tier's message size; 503 when storage fails."""
+        started = time.perf_counter()
+        ctx = auth_context(request)
+        [stored] = await publisher(request.app).publish(
+            ctx.organisation_id, ctx.environment_id, topic, [data]
+        )
+        return PublishResult(
+            message_id=stored.message_id,
+            offset=stored.offset,
+            partition=stored.partition,
+            timestamp=_iso(stored),
+            latency=_elapsed_ms(started),
+        )
+
+    @post(
+        "/batch",
+        summary="Publish up to 1000 messages atomically",
+        description=(
+            "All messages get offsets in one commit, or none do; within a partition a batch's "
+            "offsets are consecutive. Keyless messages of a batch go to one partition. The "
+            "batch size limit is the tier's (422 `QUOTA_EXCEEDED` above it)."
+        ),
+    )
+    async def publish_batch(
+        self,
+        request: Request[Any, Any, Any],
+        topic: FromPath[str],
+        data: Annotated[BatchPublishRequest, Body()],
+    ) -> BatchPublishResult:
+        """All messages get offsets in one commit, or none do."""
+        started = time.perf_counter()
+        ctx = auth_context(request)
+        stored = await publisher(request.app).publish(
+            ctx.organisation_id, ctx.environment_id, topic, data.messages, batch=True
+        )
+        return BatchPublishResult(
+            count=len(stored),
+            latency=_elapsed_ms(started),
+            results=[BatchItemResult(s.offset, s.partition, s.message_id) for s in stored],
+        )
+
+
+def _iso(stored: Published) -> str:
+    moment = datetime.fromtimestamp(stored.timestamp_ms / 1000, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _elapsed_ms(started: float) -> int:
+    return round((time.perf_counter() - started) * 1000)

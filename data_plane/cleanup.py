@@ -1,0 +1,235 @@
+"""Deleting what is no longer needed: deleted topics, expired messages, orphaned objects.
+
+Run by Celery tasks (``data_plane.tasks``) but written as async services on a psycopg connection,
+like every other domain service. Each function needs an **autocommit** connection: it commits
+its PostgreSQL changes in short transactions of its own *before* it deletes objects from S3, so a
+crash between the two leaves objects with no ``segment_objects`` row, which
+:func:`collect_orphans` deletes later, and never an index row pointing at a deleted object.
+Running any of them twice leaves the same state as running it once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from psycopg import AsyncConnection
+
+from data_plane import read_queries as q
+from infra.object_store import ObjectStore, S3ObjectStore
+from infra.settings import PREFIX, SettingsError
+
+Conn = AsyncConnection[dict[str, Any]]
+SEGMENTS_PREFIX = "segments/"
+DEFAULT_ORPHAN_GRACE_S = 15 * 60
+_KEYS_PER_QUERY = 1000
+
+
+def orphan_grace_s_from_env() -> int:
+    """``QUEUECORE_ORPHAN_GRACE_S``: how old an unreferenced object must be to be deleted."""
+    name = PREFIX + "ORPHAN_GRACE_S"
+    raw = os.environ.get(name) or str(DEFAULT_ORPHAN_GRACE_S)
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(name, f"must be an integer number of seconds, got {raw!r}") from None
+    if value < 0:
+        raise SettingsError(name, f"must be 0 or more, got {value}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ListedObject:
+    """An object key and when it was last written."""
+
+    key: str
+    last_modified: datetime
+
+
+class ListsObjects(Protocol):
+    """A store that can list keys with their modification times."""
+
+    def list_objects(self, prefix: str = "") -> list[ListedObject]:
+        """Every object under ``prefix`` with its age."""
+
+
+def list_objects(objects: ObjectStore, prefix: str = "") -> list[ListedObject]:
+    """Keys under ``prefix`` with S3's ``LastModified`` (the grace period needs their age)."""
+    lister = getattr(objects, "list_objects", None)
+    if lister is not None:
+        return list(lister(prefix))
+    if not isinstance(objects, S3ObjectStore):
+        raise TypeError(f"{type(objects).__name__} cannot list objects with their ages")
+    paginator = objects.client.get_paginator("list_objects_v2")
+    strip = len(objects._key(""))
+    listed: list[ListedObject] = []
+    for page in paginator.paginate(Bucket=objects.bucket, Prefix=objects._key(prefix)):
+        listed += [
+            ListedObject(item["Key"][strip:], item["LastModified"])
+            for item in page.get("Contents", [])
+        ]
+    return listed
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupReport:
+    """What one run removed."""
+
+    topics_deleted: int = 0
+    partitions_trimmed: int = 0
+    objects_deleted: int = 0
+    index_rows_deleted: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """JSON-friendly (a Celery task result)."""
+        return {
+            "topicsDeleted": self.topics_deleted,
+            "partitionsTrimmed": self.partitions_trimmed,
+            "objectsDeleted": self.objects_deleted,
+            "indexRowsDeleted": self.index_rows_deleted,
+        }
+
+
+def _require_autocommit(conn: Conn) -> None:
+    if not conn.autocommit:
+        raise ValueError("cleanup services commit step by step: pass an autocommit connection")
+
+
+async def _delete_objects(objects: ObjectStore, keys: list[str]) -> None:
+    if keys:
+        await asyncio.to_thread(objects.delete, sorted(keys))
+
+
+async def _release_objects(conn: Conn, objects: ObjectStore, keys: Iterable[str]) -> int:
+    """Forget, then delete, those of ``keys`` that no block references any more."""
+    candidates = sorted(set(keys))
+    released: list[str] = []
+    for first in range(0, len(candidates), _KEYS_PER_QUERY):
+        chunk = candidates[first : first + _KEYS_PER_QUERY]
+        cur = await conn.execute(q.DELETE_UNREFERENCED_OBJECTS, {"keys": chunk})
+        released += [row["object_key"] for row in await cur.fetchall()]
+    await _delete_objects(objects, released)
+    return len(released)
+
+
+# --- topic deletion ----------------------------------------------------------------------------
+
+
+async def delete_topic_data(
+    conn: Conn, objects: ObjectStore, topic_id: str | None = None
+) -> CleanupReport:
+    """Remove every topic in ``deleting`` status (or just ``topic_id``) with its data."""
+    _require_autocommit(conn)
+    if topic_id is None:
+        cur = await conn.execute(q.LIST_DELETING_TOPICS)
+        topic_ids = [row["id"] for row in await cur.fetchall()]
+    else:
+        topic_ids = [topic_id]
+    topics = objects_deleted = rows_deleted = 0
+    for one in topic_ids:
+        deleted, dropped = await _delete_topic_rows(conn, one)
+        topics += deleted
+        rows_deleted += sum(dropped.values())
+        objects_deleted += await _release_objects(conn, objects, dropped)
+    return CleanupReport(
+        topics_deleted=topics, objects_deleted=objects_deleted, index_rows_deleted=rows_deleted
+    )
+
+
+async def _delete_topic_rows(conn: Conn, topic_id: str) -> tuple[int, dict[str, int]]:
+    """In one transaction: the topic's blocks, idempotency keys, partitions and row."""
+    params = {"topic_id": topic_id}
+    async with conn.transaction():
+        await conn.execute(q.LOCK_TOPIC_PARTITIONS, params)
+        cur = await conn.execute(q.LOCK_DELETING_TOPIC, params)
+        if await cur.fetchone() is None:
+            return 0, {}  # already gone, or active again: nothing to do
+        cur = await conn.execute(q.DELETE_TOPIC_BLOCKS, params)
+        dropped = {row["object_key"]: row["blocks"] for row in await cur.fetchall()}
+        await conn.execute(q.DELETE_TOPIC_IDEMPOTENCY_KEYS, params)
+        await conn.execute(q.DELETE_TOPIC_PARTITIONS, params)
+        await conn.execute(q.DELETE_TOPIC, params)
+    return 1, dropped
+
+
+# --- orphans -------------------------------------------------------------------------------------
+
+
+async def collect_orphans(
+    conn: Conn,
+    objects: ObjectStore,
+    grace_s: int = DEFAULT_ORPHAN_GRACE_S,
+    prefix: str = SEGMENTS_PREFIX,
+    now: datetime | None = None,
+) -> CleanupReport:
+    """Delete objects older than ``grace_s`` that are not committed or no longer referenced.
+
+    An object PUT by a writer whose commit failed (or is still in flight) has no
+    ``segment_objects`` row; the grace period keeps in-flight flushes safe.
+    """
+    _require_autocommit(conn)
+    cutoff = (now or datetime.now(UTC)) - timedelta(seconds=grace_s)
+    listed = await asyncio.to_thread(list_objects, objects, prefix)
+    old = [item.key for item in listed if item.last_modified < cutoff]
+    committed: set[str] = set()
+    for first in range(0, len(old), _KEYS_PER_QUERY):
+        cur = await conn.execute(
+            q.SELECT_COMMITTED_OBJECTS, {"keys": old[first : first + _KEYS_PER_QUERY]}
+        )
+        committed.update(row["object_key"] for row in await cur.fetchall())
+    uncommitted = [key for key in old if key not in committed]
+    await _delete_objects(objects, uncommitted)
+    cur = await conn.execute(q.DELETE_EMPTY_OBJECTS, {"grace_s": grace_s})
+    empty = [row["object_key"] for row in await cur.fetchall()]
+    await _delete_objects(objects, empty)
+    return CleanupReport(objects_deleted=len(uncommitted) + len(empty))
+
+
+# --- retention -----------------------------------------------------------------------------------
+
+
+async def apply_retention(conn: Conn, objects: ObjectStore) -> CleanupReport:
+    """Drop the blocks past each topic's retention from the start of every partition.
+
+    Only a prefix of a partition is dropped (up to the first block still inside retention), so
+    the retained offsets stay contiguous and ``start_offset`` only moves forward.
+    """
+    _require_autocommit(conn)
+    cur = await conn.execute(q.SELECT_RETENTION_CANDIDATES)
+    candidates = await cur.fetchall()
+    trimmed = rows_deleted = objects_deleted = 0
+    for row in candidates:
+        dropped = await _trim_partition(conn, row["topic_id"], row["partition"], row["retention_s"])
+        trimmed += 1 if dropped else 0
+        rows_deleted += sum(dropped.values())
+        objects_deleted += await _release_objects(conn, objects, dropped)
+    await conn.execute(q.DELETE_EXPIRED_IDEMPOTENCY_KEYS)
+    return CleanupReport(
+        partitions_trimmed=trimmed, objects_deleted=objects_deleted, index_rows_deleted=rows_deleted
+    )
+
+
+async def _trim_partition(
+    conn: Conn, topic_id: str, partition: int, retention_s: int
+) -> dict[str, int]:
+    """One partition, under its row lock (the writer's sequencer lock): drop, advance start."""
+    params: dict[str, Any] = {"topic_id": topic_id, "partition": partition}
+    async with conn.transaction():
+        cur = await conn.execute(q.LOCK_PARTITION, params)
+        bounds = await cur.fetchone()
+        if bounds is None:
+            return {}
+        cur = await conn.execute(
+            q.SELECT_FIRST_RETAINED_BLOCK, {**params, "retention_s": retention_s}
+        )
+        first = await cur.fetchone()
+        retained = first["base_offset"] if first and first["base_offset"] is not None else None
+        params["start_offset"] = bounds["next_offset"] if retained is None else retained
+        cur = await conn.execute(q.DELETE_BLOCKS_BEFORE, params)
+        dropped = {row["object_key"]: row["blocks"] for row in await cur.fetchall()}
+        await conn.execute(q.ADVANCE_START_OFFSET, params)
+    return dropped

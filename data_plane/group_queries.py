@@ -1,0 +1,240 @@
+"""SQL of consumer-group membership and offsets, named."""
+
+SELECT_ACTIVE_TOPIC = """
+SELECT id, name, partitions, delivery FROM topics
+WHERE environment_id = %(environment_id)s AND name = %(name)s AND status = 'active'
+"""
+
+INSERT_GROUP = """
+INSERT INTO consumer_groups (id, environment_id, topic_id, name) VALUES (%(id)s, %(environment_id)s, %(topic_id)s, %(name)s)
+ON CONFLICT (topic_id, name) DO NOTHING
+"""
+
+LOCK_GROUP = """
+SELECT * FROM consumer_groups WHERE topic_id = %(topic_id)s AND name = %(name)s FOR UPDATE
+"""
+
+SELECT_GROUP = """
+SELECT * FROM consumer_groups WHERE topic_id = %(topic_id)s AND name = %(name)s
+"""
+
+LIST_GROUPS = """
+SELECT g.name, g.generation,
+       (SELECT count(*) FROM group_members m WHERE m.group_id = g.id) AS consumers,
+       coalesce((SELECT sum(greatest(p.next_offset - gp.committed_offset, 0))
+                 FROM group_partitions gp JOIN partitions p ON p.topic_id = g.topic_id AND p.partition = gp.partition
+                 WHERE gp.group_id = g.id), 0) AS lag
+FROM consumer_groups g WHERE g.topic_id = %(topic_id)s ORDER BY g.name
+"""
+
+UPDATE_GROUP_CONFIG = """
+UPDATE consumer_groups SET start_from = %(start_from)s, ack_timeout_ms = %(ack_timeout_ms)s,
+       max_in_flight = %(max_in_flight)s, max_retries = %(max_retries)s, retry_delay_ms = %(retry_delay_ms)s,
+       alert_threshold = %(alert_threshold)s, session_timeout_ms = %(session_timeout_ms)s, updated_at = now()
+WHERE id = %(id)s
+"""
+
+DELETE_GROUP = """
+DELETE FROM consumer_groups WHERE topic_id = %(topic_id)s AND name = %(name)s RETURNING id
+"""
+
+EVICT_EXPIRED = """
+DELETE FROM group_members
+WHERE group_id = %(group_id)s AND last_heartbeat_at < now() - make_interval(secs => session_timeout_ms / 1000.0)
+RETURNING id
+"""
+
+SELECT_MEMBERS = """
+SELECT id, client_id, generation, session_timeout_ms, joined_at, last_heartbeat_at FROM group_members
+WHERE group_id = %(group_id)s ORDER BY id
+"""
+
+INSERT_MEMBER = """
+INSERT INTO group_members (id, group_id, client_id, session_timeout_ms, generation)
+VALUES (%(id)s, %(group_id)s, %(client_id)s, %(session_timeout_ms)s, %(generation)s)
+"""
+
+TOUCH_MEMBER = """
+UPDATE group_members SET last_heartbeat_at = now() WHERE id = %(id)s AND group_id = %(group_id)s RETURNING generation
+"""
+
+SYNC_MEMBER_GENERATION = """
+UPDATE group_members SET generation = %(generation)s, last_heartbeat_at = now() WHERE id = %(id)s AND group_id = %(group_id)s
+"""
+
+DELETE_MEMBER = """
+DELETE FROM group_members WHERE id = %(id)s AND group_id = %(group_id)s RETURNING id
+"""
+
+SEED_GROUP_PARTITIONS = """
+INSERT INTO group_partitions (group_id, partition, committed_offset, delivered_offset)
+SELECT %(group_id)s, p.partition, s.start, s.start
+FROM partitions p
+CROSS JOIN LATERAL (SELECT CASE WHEN %(start_from)s = 'earliest' THEN p.start_offset ELSE p.next_offset END AS start) s
+WHERE p.topic_id = %(topic_id)s
+ON CONFLICT (group_id, partition) DO NOTHING
+"""
+
+SELECT_GROUP_PARTITIONS = """
+SELECT gp.partition, gp.owner_member_id, gp.committed_offset, p.next_offset, p.start_offset
+FROM group_partitions gp JOIN partitions p ON p.topic_id = %(topic_id)s AND p.partition = gp.partition
+WHERE gp.group_id = %(group_id)s ORDER BY gp.partition
+"""
+
+SET_OWNERS = """
+UPDATE group_partitions gp SET owner_member_id = v.owner
+FROM unnest(%(partitions)s::int[], %(owners)s::text[]) AS v(partition, owner)
+WHERE gp.group_id = %(group_id)s AND gp.partition = v.partition
+"""
+
+BUMP_GENERATION = """
+UPDATE consumer_groups SET generation = generation + 1, updated_at = now() WHERE id = %(id)s RETURNING generation
+"""
+
+# --- delivery, leases, acks -------------------------------------------------------------------
+
+SELECT_GROUP_FOR_DELIVERY = """
+SELECT g.*, t.delivery FROM consumer_groups g JOIN topics t ON t.id = g.topic_id
+WHERE g.topic_id = %(topic_id)s AND g.name = %(name)s
+"""
+
+MEMBER_EXISTS = """
+UPDATE group_members SET last_heartbeat_at = now() WHERE id = %(id)s AND group_id = %(group_id)s RETURNING id
+"""
+
+LOCK_OWNED_PARTITIONS = """
+SELECT gp.partition, gp.committed_offset, gp.delivered_offset, p.next_offset
+FROM group_partitions gp JOIN partitions p ON p.topic_id = %(topic_id)s AND p.partition = gp.partition
+WHERE gp.group_id = %(group_id)s AND gp.owner_member_id = %(member_id)s
+ORDER BY gp.partition FOR UPDATE OF gp
+"""
+
+COUNT_IN_FLIGHT = """
+SELECT count(*) AS n FROM group_deliveries
+WHERE group_id = %(group_id)s AND member_id = %(member_id)s AND state = 'leased' AND lease_until > now()
+"""
+
+DUE_REDELIVERIES = """
+SELECT "offset", attempt, state, first_delivered_at, last_error FROM group_deliveries
+WHERE group_id = %(group_id)s AND partition = %(partition)s
+  AND ((state = 'leased' AND lease_until <= now()) OR (state = 'retry' AND available_at <= now()))
+ORDER BY "offset" LIMIT %(limit)s FOR UPDATE
+"""
+
+LEASE_AGAIN = """
+UPDATE group_deliveries SET state = 'leased', attempt = %(attempt)s, ack_id = %(ack_id)s, member_id = %(member_id)s,
+       lease_until = now() + make_interval(secs => %(ack_timeout_s)s), available_at = NULL, updated_at = now()
+WHERE group_id = %(group_id)s AND partition = %(partition)s AND "offset" = %(offset)s
+"""
+
+INSERT_LEASES = """
+INSERT INTO group_deliveries (group_id, partition, "offset", state, attempt, ack_id, member_id, lease_until)
+SELECT %(group_id)s, %(partition)s, o, 'leased', 1, a, %(member_id)s, now() + make_interval(secs => %(ack_timeout_s)s)
+FROM unnest(%(offsets)s::bigint[], %(ack_ids)s::text[]) AS v(o, a)
+"""
+
+ADVANCE_DELIVERED = """
+UPDATE group_partitions SET delivered_offset = %(delivered)s WHERE group_id = %(group_id)s AND partition = %(partition)s
+"""
+
+SELECT_BY_ACK_IDS = """
+SELECT partition, "offset", ack_id FROM group_deliveries WHERE group_id = %(group_id)s AND ack_id = ANY(%(ack_ids)s)
+"""
+
+LOCK_GROUP_PARTITION = """
+SELECT partition, committed_offset, delivered_offset FROM group_partitions
+WHERE group_id = %(group_id)s AND partition = %(partition)s FOR UPDATE
+"""
+
+LOCK_DELIVERY_BY_ACK = """
+SELECT partition, "offset", state, attempt, ack_id, lease_until, lease_until <= now() AS expired, first_delivered_at
+FROM group_deliveries WHERE group_id = %(group_id)s AND ack_id = %(ack_id)s FOR UPDATE
+"""
+
+MARK_ACKED = """
+UPDATE group_deliveries SET state = 'acked', lease_until = NULL, updated_at = now()
+WHERE group_id = %(group_id)s AND partition = %(partition)s AND "offset" = %(offset)s
+"""
+
+MARK_RETRY = """
+UPDATE group_deliveries SET state = 'retry', ack_id = NULL, lease_until = NULL, last_error = %(error)s,
+       available_at = now() + make_interval(secs => %(delay_s)s), updated_at = now()
+WHERE group_id = %(group_id)s AND partition = %(partition)s AND "offset" = %(offset)s
+"""
+
+MARK_DEAD = """
+UPDATE group_deliveries SET state = 'dead', ack_id = NULL, lease_until = NULL, last_error = %(error)s, updated_at = now()
+WHERE group_id = %(group_id)s AND partition = %(partition)s AND "offset" = %(offset)s
+"""
+
+INSERT_DEAD_LETTER = """
+INSERT INTO dead_letters (id, group_id, partition, "offset", message_key, headers, value, published_at_ms, error, attempts,
+                          first_delivered_at)
+VALUES (%(id)s, %(group_id)s, %(partition)s, %(offset)s, %(key)s, %(headers)s, %(value)s, %(published_at_ms)s, %(error)s,
+        %(attempts)s, %(first_delivered_at)s)
+ON CONFLICT (group_id, partition, "offset") DO NOTHING
+"""
+
+EXTEND_LEASE = """
+UPDATE group_deliveries SET lease_until = now() + make_interval(secs => %(seconds)s), updated_at = now()
+WHERE group_id = %(group_id)s AND ack_id = ANY(%(ack_ids)s) AND state = 'leased' AND lease_until > now()
+RETURNING ack_id
+"""
+
+LOWEST_OPEN_OFFSET = """
+SELECT min("offset") AS lowest FROM group_deliveries
+WHERE group_id = %(group_id)s AND partition = %(partition)s AND state IN ('leased', 'retry')
+"""
+
+COMMIT_OFFSET = """
+UPDATE group_partitions SET committed_offset = greatest(committed_offset, %(committed)s)
+WHERE group_id = %(group_id)s AND partition = %(partition)s
+RETURNING committed_offset
+"""
+
+FORGET_DONE = """
+DELETE FROM group_deliveries WHERE group_id = %(group_id)s AND partition = %(partition)s AND "offset" < %(committed)s
+"""
+
+RELEASE_LEASES = """
+UPDATE group_deliveries SET lease_until = now(), updated_at = now()
+WHERE group_id = %(group_id)s AND member_id = ANY(%(member_ids)s) AND state = 'leased' AND lease_until > now()
+"""
+
+NEXT_WAKEUP = """
+SELECT least(
+  (SELECT min(d.lease_until) FROM group_deliveries d JOIN group_partitions gp USING (group_id, partition)
+    WHERE d.group_id = %(group_id)s AND gp.owner_member_id = %(member_id)s AND d.state = 'leased'),
+  (SELECT min(d.available_at) FROM group_deliveries d JOIN group_partitions gp USING (group_id, partition)
+    WHERE d.group_id = %(group_id)s AND gp.owner_member_id = %(member_id)s AND d.state = 'retry')
+) AS at
+"""
+
+WAKE_CONSUMERS = """
+SELECT pg_notify('qc_publish', %(payload)s)
+"""
+
+SELECT_OFFSETS = """
+SELECT gp.partition, gp.committed_offset, p.next_offset, p.start_offset
+FROM group_partitions gp JOIN partitions p ON p.topic_id = %(topic_id)s AND p.partition = gp.partition
+WHERE gp.group_id = %(group_id)s AND (%(partition)s::int IS NULL OR gp.partition = %(partition)s::int)
+ORDER BY gp.partition
+"""
+
+SEEK_PARTITION = """
+UPDATE group_partitions SET committed_offset = %(offset)s, delivered_offset = %(offset)s
+WHERE group_id = %(group_id)s AND partition = %(partition)s
+"""
+
+FORGET_PARTITION_DELIVERIES = """
+DELETE FROM group_deliveries WHERE group_id = %(group_id)s AND partition = %(partition)s AND state <> 'dead'
+"""
+
+COUNT_MEMBERS = """
+SELECT count(*) AS n FROM group_members WHERE group_id = %(group_id)s
+"""
+
+SELECT_DEAD_LETTERS = """
+SELECT id, partition, "offset", message_key, headers, value, published_at_ms, error, attempts, first_delivered_at, dead_at
+FROM dead_letters WHERE group_id = %(group_id)s AND replayed_at IS NULL ORDER BY dead_at, partition, "offset" LIMIT %(limit)s
+"""

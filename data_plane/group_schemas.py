@@ -1,0 +1,90 @@
+"""Wire shapes of consumer groups (camelCase JSON)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+Duration = str | int
+
+
+class DeadLetterConfig(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """Retries before a message is dead-lettered, the base of the exponential backoff, the alert level."""
+
+    max_retries: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 5
+    retry_delay: Duration = "30s"
+    alert_threshold: Annotated[int, msgspec.Meta(ge=1)] | None = None
+
+
+class GroupConfigRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """``PUT /v1/topics/{topic}/groups/{group}``."""
+
+    start_from: Literal["earliest", "latest"] = "latest"
+    ack_timeout: Duration = "30s"
+    max_in_flight: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1000
+    session_timeout: Duration = "30s"
+    dead_letter: DeadLetterConfig | None = None
+
+
+class JoinRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """``POST …/groups/{group}/members``: a new member, or a rejoin with ``memberId``."""
+
+    member_id: str | None = None
+    client_id: Annotated[str, msgspec.Meta(max_length=200)] = ""
+    session_timeout: Duration | None = None
+
+
+class JoinResponse(msgspec.Struct, rename="camel"):
+    """A member's identity, generation and partitions."""
+
+    member_id: str
+    generation_id: int
+    assignments: list[int]
+    heartbeat_interval_ms: int
+    session_timeout_ms: int
+
+
+class HeartbeatResponse(msgspec.Struct, rename="camel"):
+    """Whether the member must rejoin to learn a new assignment."""
+
+    generation_id: int
+    should_rejoin: bool
+
+
+class GroupSummary(msgspec.Struct, rename="camel"):
+    """One entry of ``GET /v1/topics/{topic}/groups``."""
+
+    name: str
+    consumers: int
+    lag: int
+
+
+class PartitionState(msgspec.Struct, rename="camel"):
+    """A partition's owner, committed offset and lag in a group."""
+
+    id: int
+    consumer: str | None
+    offset: int
+    lag: int
+
+
+class MemberView(msgspec.Struct, rename="camel"):
+    """A member of a group."""
+
+    id: str
+    client_id: str
+    generation_id: int
+    last_heartbeat_at: str
+
+
+class GroupView(msgspec.Struct, rename="camel"):
+    """``GET /v1/topics/{topic}/groups/{group}``."""
+
+    name: str
+    topic: str
+    consumers: int
+    generation_id: int
+    partitions: list[PartitionState]
+    members: list[MemberView]
+    config: dict[str, Any]

@@ -1,0 +1,351 @@
+"""Consumer-group configuration and membership: join, heartbeat, leave, eviction, rebalance.
+
+Every membership change takes the group row's lock, evicts members silent past their session
+timeout, and — when the set of members or partitions changed — bumps the generation and
+recomputes ownership with the sticky assignor. Members learn of a new generation from their
+heartbeat (``shouldRejoin``) and rejoin to get their partitions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow
+
+from data_plane import group_queries as q
+from data_plane.assignment import assign
+from infra.errors import ClientError, Conflict, NotFound, ValidationFailed
+from tenants.ids import new_id
+
+Conn = AsyncConnection[DictRow]
+HEARTBEAT_DIVISOR = 3  # heartbeat three times per session timeout, as Kafka clients do
+_DURATION = re.compile(r"^(\d+)(ms|s|m|h)$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class GroupTopicNotFound(NotFound):
+    """The topic named in the path does not exist in the caller's environment."""
+
+    code = "TOPIC_NOT_FOUND"
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(
+            f"The topic '{topic}' does not exist in the current environment.", topic=topic
+        )
+
+
+class GroupNotFound(NotFound):
+    """No such consumer group on this topic."""
+
+    code = "GROUP_NOT_FOUND"
+
+    def __init__(self, group: str) -> None:
+        super().__init__(f"The consumer group '{group}' does not exist on this topic.", group=group)
+
+
+class MemberNotFound(NotFound):
+    """The member left or was evicted; it must join again."""
+
+    code = "MEMBER_NOT_FOUND"
+
+    def __init__(self, member_id: str) -> None:
+        super().__init__(
+            f"Member '{member_id}' is not in this group (it left or was evicted); join again.",
+            member_id=member_id,
+        )
+
+
+class GroupHasActiveMembers(Conflict):
+    """An operation that needs a stopped group found members."""
+
+    code = "GROUP_HAS_ACTIVE_MEMBERS"
+
+
+class InvalidDuration(ClientError):
+    """A duration string such as ``30s`` could not be read."""
+
+    code = "VALIDATION_ERROR"
+
+
+def parse_duration_ms(value: str | int, field: str) -> int:
+    """``"500ms"``, ``"30s"``, ``"5m"``, ``"1h"`` or milliseconds as an integer."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _DURATION.match(str(value).strip())
+    if not match:
+        raise ValidationFailed(f"{field} must look like '500ms', '30s', '5m' or '1h'", field=field)
+    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+def format_duration_ms(value: int) -> str:
+    """The shortest exact unit: ``30000`` → ``"30s"``."""
+    for unit in ("h", "m", "s"):
+        if value and value % _UNIT_MS[unit] == 0:
+            return f"{value // _UNIT_MS[unit]}{unit}"
+    return f"{value}ms"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """The tunable settings of a group."""
+
+    start_from: str = "latest"
+    ack_timeout_ms: int = 30_000
+    max_in_flight: int = 1000
+    max_retries: int = 5
+    retry_delay_ms: int = 30_000
+    alert_threshold: int | None = None
+    session_timeout_ms: int = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class JoinResult:
+    """What a member needs after joining."""
+
+    member_id: str
+    generation: int
+    assignments: list[int]
+    heartbeat_interval_ms: int
+    session_timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    """The group's generation and whether this member must rejoin to learn its partitions."""
+
+    generation: int
+    should_rejoin: bool
+
+
+async def topic_of(conn: Conn, environment_id: str, topic: str) -> dict[str, Any]:
+    """The active topic named ``topic`` in the environment, or ``TOPIC_NOT_FOUND``."""
+    row = await (
+        await conn.execute(q.SELECT_ACTIVE_TOPIC, {"environment_id": environment_id, "name": topic})
+    ).fetchone()
+    if row is None:
+        raise GroupTopicNotFound(topic)
+    return dict(row)
+
+
+def _check_name(group: str) -> None:
+    if not GROUP_NAME.match(group):
+        raise ValidationFailed(
+            "group names are 1-128 characters of letters, digits, '.', '_' and '-'", field="group"
+        )
+
+
+async def _locked_group(
+    conn: Conn, environment_id: str, topic_id: str, group: str, create: bool
+) -> dict[str, Any]:
+    _check_name(group)
+    if create:
+        await conn.execute(
+            q.INSERT_GROUP,
+            {
+                "id": new_id("grp"),
+                "environment_id": environment_id,
+                "topic_id": topic_id,
+                "name": group,
+            },
+        )
+    row = await (await conn.execute(q.LOCK_GROUP, {"topic_id": topic_id, "name": group})).fetchone()
+    if row is None:
+        raise GroupNotFound(group)
+    return dict(row)
+
+
+async def configure(
+    conn: Conn, environment_id: str, topic: str, group: str, config: GroupConfig
+) -> dict[str, Any]:
+    """Create or update a group's configuration."""
+    topic_row = await topic_of(conn, environment_id, topic)
+    row = await _locked_group(conn, environment_id, topic_row["id"], group, create=True)
+    params = {
+        "id": row["id"],
+        **{field: getattr(config, field) for field in GroupConfig.__dataclass_fields__},
+    }
+    await conn.execute(q.UPDATE_GROUP_CONFIG, params)
+    await conn.execute(
+        q.SEED_GROUP_PARTITIONS,
+        {"group_id": row["id"], "topic_id": topic_row["id"], "start_from": config.start_from},
+    )
+    return await describe(conn, environment_id, topic, group)
+
+
+async def delete(conn: Conn, environment_id: str, topic: str, group: str) -> None:
+    """Remove a group, its members and offsets."""
+    topic_row = await topic_of(conn, environment_id, topic)
+    row = await (
+        await conn.execute(q.DELETE_GROUP, {"topic_id": topic_row["id"], "name": group})
+    ).fetchone()
+    if row is None:
+        raise GroupNotFound(group)
+
+
+async def _rebalance(
+    conn: Conn, group_row: dict[str, Any], topic_row: dict[str, Any], force: bool
+) -> int:
+    """Evict the silent, seed new partitions, and reassign if anything changed; returns the generation."""
+    evicted = await (await conn.execute(q.EVICT_EXPIRED, {"group_id": group_row["id"]})).fetchall()
+    if evicted:
+        await _release(conn, group_row["id"], [row["id"] for row in evicted])
+    seeded = await conn.execute(
+        q.SEED_GROUP_PARTITIONS,
+        {
+            "group_id": group_row["id"],
+            "topic_id": topic_row["id"],
+            "start_from": group_row["start_from"],
+        },
+    )
+    if not (force or evicted or seeded.rowcount):
+        return int(group_row["generation"])
+    members = [
+        m["id"]
+        for m in await (
+            await conn.execute(q.SELECT_MEMBERS, {"group_id": group_row["id"]})
+        ).fetchall()
+    ]
+    rows = await (
+        await conn.execute(
+            q.SELECT_GROUP_PARTITIONS, {"group_id": group_row["id"], "topic_id": topic_row["id"]}
+        )
+    ).fetchall()
+    previous: dict[str, list[int]] = {}
+    for row in rows:
+        if row["owner_member_id"]:
+            previous.setdefault(row["owner_member_id"], []).append(row["partition"])
+    owners = {p: m for m, held in assign(len(rows), members, previous).items() for p in held}
+    partitions = [row["partition"] for row in rows]
+    await conn.execute(
+        q.SET_OWNERS,
+        {
+            "group_id": group_row["id"],
+            "partitions": partitions,
+            "owners": [owners.get(p) for p in partitions],
+        },
+    )
+    bumped = await (await conn.execute(q.BUMP_GENERATION, {"id": group_row["id"]})).fetchone()
+    assert bumped is not None
+    return int(bumped["generation"])
+
+
+async def _assignments_of(conn: Conn, group_id: str, topic_id: str, member_id: str) -> list[int]:
+    rows = await (
+        await conn.execute(q.SELECT_GROUP_PARTITIONS, {"group_id": group_id, "topic_id": topic_id})
+    ).fetchall()
+    return [row["partition"] for row in rows if row["owner_member_id"] == member_id]
+
+
+async def join(
+    conn: Conn,
+    environment_id: str,
+    topic: str,
+    group: str,
+    member_id: str | None = None,
+    client_id: str = "",
+    session_timeout_ms: int | None = None,
+) -> JoinResult:
+    """Join (or rejoin with ``member_id``) a group, creating it with defaults if needed."""
+    topic_row = await topic_of(conn, environment_id, topic)
+    group_row = await _locked_group(conn, environment_id, topic_row["id"], group, create=True)
+    timeout_ms = session_timeout_ms or int(group_row["session_timeout_ms"])
+    known = member_id and (
+        await (
+            await conn.execute(q.TOUCH_MEMBER, {"id": member_id, "group_id": group_row["id"]})
+        ).fetchone()
+    )
+    if member_id and not known:
+        raise MemberNotFound(member_id)
+    new_member = not member_id
+    member_id = member_id or new_id("csr", 12)
+    if new_member:
+        params = {
+            "id": member_id,
+            "group_id": group_row["id"],
+            "client_id": client_id,
+            "session_timeout_ms": timeout_ms,
+            "generation": group_row["generation"],
+        }
+        await conn.execute(q.INSERT_MEMBER, params)
+    generation = await _rebalance(conn, group_row, topic_row, force=new_member)
+    await conn.execute(
+        q.SYNC_MEMBER_GENERATION,
+        {"id": member_id, "group_id": group_row["id"], "generation": generation},
+    )
+    assignments = await _assignments_of(conn, group_row["id"], topic_row["id"], member_id)
+    return JoinResult(
+        member_id, generation, assignments, max(timeout_ms // HEARTBEAT_DIVISOR, 100), timeout_ms
+    )
+
+
+async def heartbeat(
+    conn: Conn, environment_id: str, topic: str, group: str, member_id: str
+) -> HeartbeatResult:
+    """Keep a member alive; tells it to rejoin when the generation moved on."""
+    topic_row = await topic_of(conn, environment_id, topic)
+    group_row = await _locked_group(conn, environment_id, topic_row["id"], group, create=False)
+    generation = await _rebalance(conn, group_row, topic_row, force=False)
+    row = await (
+        await conn.execute(q.TOUCH_MEMBER, {"id": member_id, "group_id": group_row["id"]})
+    ).fetchone()
+    if row is None:
+        raise MemberNotFound(member_id)
+    return HeartbeatResult(generation, int(row["generation"]) != generation)
+
+
+async def leave(conn: Conn, environment_id: str, topic: str, group: str, member_id: str) -> int:
+    """Leave the group at once; its partitions go to the others. Returns the new generation."""
+    topic_row = await topic_of(conn, environment_id, topic)
+    group_row = await _locked_group(conn, environment_id, topic_row["id"], group, create=False)
+    removed = await conn.execute(q.DELETE_MEMBER, {"id": member_id, "group_id": group_row["id"]})
+    if await removed.fetchone() is None:
+        raise MemberNotFound(member_id)
+    await _release(conn, group_row["id"], [member_id])
+    return await _rebalance(conn, group_row, topic_row, force=True)
+
+
+async def _release(conn: Conn, group_id: str, member_ids: list[str]) -> None:
+    """End the leases of members that are gone, so the next owner gets their messages now."""
+    await conn.execute(q.RELEASE_LEASES, {"group_id": group_id, "member_ids": member_ids})
+
+
+async def sweep(conn: Conn, environment_id: str, topic: str, group: str) -> int:
+    """Evict silent members and rebalance if needed; returns the group's generation."""
+    topic_row = await topic_of(conn, environment_id, topic)
+    group_row = await _locked_group(conn, environment_id, topic_row["id"], group, create=False)
+    return await _rebalance(conn, group_row, topic_row, force=False)
+
+
+async def describe(conn: Conn, environment_id: str, topic: str, group: str) -> dict[str, Any]:
+    """Members, per-partition owner, committed offset and lag, and the configuration."""
+    topic_row = await topic_of(conn, environment_id, topic)
+    group_row = await _locked_group(conn, environment_id, topic_row["id"], group, create=False)
+    generation = await _rebalance(conn, group_row, topic_row, force=False)
+    members = await (await conn.execute(q.SELECT_MEMBERS, {"group_id": group_row["id"]})).fetchall()
+    rows = await (
+        await conn.execute(
+            q.SELECT_GROUP_PARTITIONS, {"group_id": group_row["id"], "topic_id": topic_row["id"]}
+        )
+    ).fetchall()
+    return {
+        "group": group_row,
+        "topic": topic_row,
+        "generation": generation,
+        "members": members,
+        "partitions": rows,
+    }
+
+
+async def list_groups(conn: Conn, environment_id: str, topic: str) -> list[dict[str, Any]]:
+    """Every group of a topic with its member count and total lag."""
+    topic_row = await topic_of(conn, environment_id, topic)
+    return [
+        dict(row)
+        for row in await (
+            await conn.execute(q.LIST_GROUPS, {"topic_id": topic_row["id"]})
+        ).fetchall()
+    ]

@@ -1,0 +1,404 @@
+"""Publishing: tier limits, partition choice, idempotency, and the hand-off to the writer.
+
+Partitioner: a message with a ``key`` goes to ``(murmur2(utf8(key)) & 0x7fffffff) % partitions``,
+Kafka's default partitioner, so a key lands where a Kafka producer would put it for the same
+partition count. Keyless messages of one request go together to the topic's next partition in a
+per-process round robin (started at a random partition), so single publishes spread over every
+partition and a batch's keyless messages form one block (Kafka's sticky partitioner, per batch).
+
+Message ids: ``msg_`` + 20 base62 characters (``0-9A-Za-z``): 9 encoding the 48-bit number
+``crc32(utf8(topic_id)) << 16 | partition``, then 11 encoding the 64-bit offset, both
+big-endian and zero-padded; :func:`parse_message_id` gives the partition and offset back (and
+rejects an id of another topic).
+
+Idempotency (exactly-once topics only; at-least-once topics ignore ``idempotencyKey``): a key
+already committed within the topic's retention is answered from ``idempotency_keys`` without
+writing anything; a key being written by another request of this process waits for that
+request's answer; across processes the writer's flush inserts the keys in its transaction with
+``ON CONFLICT`` (taking over only an expired key), and a live duplicate rolls the flush back and
+re-runs it without that message, which is answered with the winner's offset. Messages of one
+batch with the same key get one offset; a batch whose keys were partly committed before stores
+only the new messages, atomically, and answers the others with their original offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import random
+import struct
+import time
+import zlib
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
+
+import msgspec
+
+from data_plane import queries as q
+from data_plane import topics as topic_service
+from data_plane.errors import MessageTooLarge, PublishUnavailable, QuotaExceeded, TopicNotFound
+from data_plane.schemas import PublishRequest
+from data_plane.segment import Message
+from data_plane.writer import (
+    MESSAGE_OVERHEAD_BYTES,
+    Entry,
+    Placement,
+    SegmentWriter,
+    TopicTarget,
+)
+from infra.db import AsyncPool
+from tenants import service as tenants
+from tenants.tiers import Limits
+
+BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_BASE62_INDEX = {c: i for i, c in enumerate(BASE62)}
+MESSAGE_ID_PREFIX = "msg_"
+_PREFIX_CHARS = 9  # crc32(topic_id) << 16 | partition: 48 bits < 62**9
+_OFFSET_CHARS = 11  # a 64-bit offset < 62**11
+ROUTE_TTL_S = 2.0
+MAX_CACHED_ROUTES = 100_000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+# --- message ids and partitioning --------------------------------------------------------------
+
+
+def message_id(topic_id: str, partition: int, offset: int) -> str:
+    """The stable id of the message at (topic, partition, offset)."""
+    return _id_prefix(topic_id, partition) + _base62(offset, _OFFSET_CHARS)
+
+
+def parse_message_id(topic_id: str, text: str) -> tuple[int, int] | None:
+    """``(partition, offset)`` of a message id of this topic, or None."""
+    body = text.removeprefix(MESSAGE_ID_PREFIX)
+    if len(body) != _PREFIX_CHARS + _OFFSET_CHARS or body == text:
+        return None
+    where, offset = _unbase62(body[:_PREFIX_CHARS]), _unbase62(body[_PREFIX_CHARS:])
+    if where is None or offset is None or where >> 16 != zlib.crc32(topic_id.encode()):
+        return None
+    if offset >= 1 << 64:
+        return None
+    return where & 0xFFFF, offset
+
+
+@functools.lru_cache(maxsize=65_536)
+def _id_prefix(topic_id: str, partition: int) -> str:
+    where = (zlib.crc32(topic_id.encode()) << 16) | partition
+    return MESSAGE_ID_PREFIX + _base62(where, _PREFIX_CHARS)
+
+
+def _base62(value: int, width: int) -> str:
+    chars = [""] * width
+    for position in range(width - 1, -1, -1):
+        value, digit = divmod(value, 62)
+        chars[position] = BASE62[digit]
+    return "".join(chars)
+
+
+def _unbase62(text: str) -> int | None:
+    value = 0
+    for char in text:
+        digit = _BASE62_INDEX.get(char)
+        if digit is None:
+            return None
+        value = value * 62 + digit
+    return value
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 hash (unsigned 32-bit), as its default partitioner computes it."""
+    m, mask = 0x5BD1E995, 0xFFFF_FFFF
+    length = len(data)
+    h = 0x9747B28C ^ length
+    for (k,) in struct.iter_unpack("<I", data[: length - length % 4]):
+        k = (k * m) & mask
+        k ^= k >> 24
+        h = ((h * m) & mask) ^ ((k * m) & mask)
+    tail = data[length - length % 4 :]
+    if tail:
+        for shift, byte in reversed(list(enumerate(tail))):
+            h ^= byte << (8 * shift)
+        h = (h * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    return h ^ (h >> 15)
+
+
+def partition_for_key(key: bytes, partitions: int) -> int:
+    """Same key, same partition (for a given partition count)."""
+    return (murmur2(key) & 0x7FFF_FFFF) % partitions
+
+
+# --- the topic directory: what a publish needs, cached briefly ---------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRoute:
+    """A topic as publishing sees it, with its organisation's limits."""
+
+    target: TopicTarget
+    partitions: int
+    exactly_once: bool
+    limits: Limits
+    tier: str
+
+
+class TopicDirectory:
+    """Per-process cache of topic routes; a deleted topic is still refused at commit time."""
+
+    def __init__(self, pool: AsyncPool, ttl_s: float = ROUTE_TTL_S) -> None:
+        self._pool = pool
+        self._ttl_s = ttl_s
+        self._routes: dict[tuple[str, str], tuple[float, TopicRoute]] = {}
+
+    async def get(self, organisation_id: str, environment_id: str, name: str) -> TopicRoute:
+        """The route of an active topic, or :class:`TopicNotFound`."""
+        cached = self._routes.get((environment_id, name))
+        now = time.monotonic()
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        route = await self._load(organisation_id, environment_id, name)
+        if len(self._routes) >= MAX_CACHED_ROUTES:
+            self._routes.clear()
+        self._routes[(environment_id, name)] = (now + self._ttl_s, route)
+        return route
+
+    def forget(self, environment_id: str, name: str) -> None:
+        """Drop a route this process changed or found stale."""
+        self._routes.pop((environment_id, name), None)
+
+    async def _load(self, organisation_id: str, environment_id: str, name: str) -> TopicRoute:
+        async with self._pool.connection() as conn:
+            topic = await topic_service.get_topic(conn, environment_id, name)
+            organisation = await tenants.get_organisation(conn, organisation_id)
+        target = TopicTarget(topic.id, topic.name, topic.latency_class, topic.retention_s)
+        return TopicRoute(
+            target,
+            topic.partitions,
+            topic.delivery == "exactly-once",
+            organisation.limits,
+            organisation.tier,
+        )
+
+
+# --- the publish service ------------------------------------------------------------------------
+
+
+class Published(NamedTuple):
+    """A message stored durably."""
+
+    message_id: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+class PublishService:
+    """Validates publishes against the tier, partitions them and waits for their commit."""
+
+    def __init__(self, pool: AsyncPool, writer: SegmentWriter) -> None:
+        self.pool = pool
+        self.writer = writer
+        self.topics = TopicDirectory(pool)
+        self._round_robin: dict[str, int] = {}
+        self._inflight: dict[tuple[str, str], asyncio.Future[Placement]] = {}
+
+    async def publish(
+        self,
+        organisation_id: str,
+        environment_id: str,
+        topic: str,
+        requests: list[PublishRequest],
+        *,
+        batch: bool = False,
+    ) -> list[Published]:
+        """Store ``requests`` atomically; their ids and offsets in request order."""
+        route = await self.topics.get(organisation_id, environment_id, topic)
+        try:
+            return await self._publish(route, requests, batch)
+        except TopicNotFound:
+            # The cached route may name a topic deleted (and perhaps re-created) meanwhile.
+            self.topics.forget(environment_id, topic)
+            route = await self.topics.get(organisation_id, environment_id, topic)
+            return await self._publish(route, requests, batch)
+
+    async def _publish(
+        self, route: TopicRoute, requests: list[PublishRequest], batch: bool
+    ) -> list[Published]:
+        if batch:
+            _check_batch_size(len(requests), route)
+        entries, size_bytes = self._entries(route, requests, batch)
+        placements = await self._write(route, entries, size_bytes)
+        topic_id = route.target.id
+        return [
+            Published(
+                message_id(topic_id, p.partition, p.offset), p.partition, p.offset, p.timestamp_ms
+            )
+            for p in placements
+        ]
+
+    def _entries(
+        self, route: TopicRoute, requests: list[PublishRequest], batch: bool
+    ) -> tuple[list[Entry], int]:
+        """Messages with their partitions, and their total size for the writer's flush cap."""
+        now_ms = time.time_ns() // 1_000_000
+        keyless_partition: int | None = None
+        entries = []
+        total = 0
+        for index, request in enumerate(requests):
+            message, size = _message(request, now_ms, route, index if batch else None)
+            total += size + MESSAGE_OVERHEAD_BYTES
+            if message.key is not None:
+                partition = partition_for_key(message.key, route.partitions)
+            else:
+                if keyless_partition is None:
+                    keyless_partition = self._next_partition(route)
+                partition = keyless_partition
+            key = request.idempotency_key if route.exactly_once else None
+            entries.append(Entry(partition, message, key))
+        return entries, total
+
+    def _next_partition(self, route: TopicRoute) -> int:
+        topic_id = route.target.id
+        counter = self._round_robin.get(topic_id)
+        if counter is None:
+            if len(self._round_robin) >= MAX_CACHED_ROUTES:
+                self._round_robin.clear()
+            counter = random.randrange(route.partitions)
+        self._round_robin[topic_id] = counter + 1
+        return counter % route.partitions
+
+    async def _write(
+        self, route: TopicRoute, entries: list[Entry], size_bytes: int
+    ) -> list[Placement]:
+        if all(entry.idempotency_key is None for entry in entries):
+            return await self.writer.write(route.target, entries, size_bytes)
+        return await _IdempotentWrite(self, self._inflight, route, entries).run()
+
+    async def committed_keys(self, topic_id: str, keys: list[str]) -> dict[str, Placement]:
+        """Idempotency keys of the topic committed within its retention."""
+        async with self.pool.connection() as conn:
+            rows = await (
+                await conn.execute(q.SELECT_IDEMPOTENCY_KEYS, {"topic_id": topic_id, "keys": keys})
+            ).fetchall()
+        return {
+            row["idempotency_key"]: Placement(
+                row["partition"], row["offset"], _ms(row["published_at"])
+            )
+            for row in rows
+        }
+
+
+class _IdempotentWrite:
+    """One request's write when some of its messages carry idempotency keys."""
+
+    def __init__(
+        self,
+        service: PublishService,
+        inflight: dict[tuple[str, str], asyncio.Future[Placement]],
+        route: TopicRoute,
+        entries: list[Entry],
+    ) -> None:
+        self.service = service
+        self.inflight = inflight
+        self.route = route
+        self.entries = entries
+        self.results: list[Placement | None] = [None] * len(entries)
+        self.waits: dict[int, asyncio.Future[Placement]] = {}
+        self.aliases: dict[int, int] = {}
+        self.owned: dict[
+            str, int
+        ] = {}  # key -> index of its first entry, which this request writes
+
+    async def run(self) -> list[Placement]:
+        keys = sorted({e.idempotency_key for e in self.entries if e.idempotency_key is not None})
+        committed = await self.service.committed_keys(self.route.target.id, keys)
+        to_write = self._sort(committed)
+        try:
+            if to_write:
+                written = await self.service.writer.write(
+                    self.route.target, [self.entries[i] for i in to_write]
+                )
+                for index, placement in zip(to_write, written, strict=True):
+                    self.results[index] = placement
+            self._release(None)
+        except BaseException as exc:
+            self._release(exc)
+            raise
+        for index, future in self.waits.items():
+            self.results[index] = await asyncio.shield(future)
+        for index, first in self.aliases.items():
+            self.results[index] = self.results[first]
+        return [r for r in self.results if r is not None]
+
+    def _sort(self, committed: dict[str, Placement]) -> list[int]:
+        """Answer what is known, wait for what is in flight, write the rest."""
+        inflight = self.inflight
+        topic_id = self.route.target.id
+        to_write = []
+        for index, entry in enumerate(self.entries):
+            key = entry.idempotency_key
+            if key is None:
+                to_write.append(index)
+            elif key in committed:
+                self.results[index] = committed[key]
+            elif key in self.owned:
+                self.aliases[index] = self.owned[key]
+            elif (topic_id, key) in inflight:
+                self.waits[index] = inflight[(topic_id, key)]
+            else:
+                self.owned[key] = index
+                future: asyncio.Future[Placement] = asyncio.get_running_loop().create_future()
+                future.add_done_callback(_consume_exception)
+                inflight[(topic_id, key)] = future
+                to_write.append(index)
+        return to_write
+
+    def _release(self, error: BaseException | None) -> None:
+        topic_id = self.route.target.id
+        for key, index in self.owned.items():
+            future = self.inflight.pop((topic_id, key))
+            if future.done():
+                continue
+            result = self.results[index]
+            if error is None and result is not None:
+                future.set_result(result)
+            else:
+                exc = error if isinstance(error, Exception) else None
+                future.set_exception(
+                    exc or PublishUnavailable("the original request was cancelled")
+                )
+
+
+def _message(
+    request: PublishRequest, now_ms: int, route: TopicRoute, index: int | None
+) -> tuple[Message, int]:
+    """The message to store and its size (data, key and headers encoded)."""
+    value = msgspec.json.encode(request.data)
+    key = None if request.key is None else request.key.encode()
+    headers = request.headers or {}
+    size = len(value) + len(key or b"")
+    if headers:
+        size += sum(len(k.encode()) + len(v.encode()) for k, v in headers.items())
+    limit = route.limits.max_message_bytes
+    if size > limit:
+        raise MessageTooLarge(index, size, limit, route.tier)
+    return Message(key, headers, value, now_ms), size
+
+
+def _check_batch_size(count: int, route: TopicRoute) -> None:
+    limit = route.limits.max_batch_messages
+    if count > limit:
+        raise QuotaExceeded(
+            "messages", f"a batch of {count} messages", str(limit), count, limit, route.tier
+        )
+
+
+def _consume_exception(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def _ms(moment: datetime) -> int:
+    return (moment - _EPOCH) // timedelta(milliseconds=1)

@@ -1,0 +1,127 @@
+"""Every SQL statement of the read path and of the cleanup tasks (retention, deletion, GC), named."""
+
+# --- read path ---------------------------------------------------------------------------------
+
+SELECT_ACTIVE_TOPIC_BY_NAME = """
+SELECT id, name, partitions FROM topics
+WHERE environment_id = %(environment_id)s AND name = %(name)s AND status = 'active'
+"""
+
+SELECT_PARTITION_BOUNDS = """
+SELECT t.status, p.start_offset, p.next_offset
+FROM partitions p JOIN topics t ON t.id = p.topic_id
+WHERE p.topic_id = %(topic_id)s AND p.partition = %(partition)s
+"""
+
+# The block holding %(offset)s (the last one starting at or before it), then the blocks after it
+# up to %(end)s: two probes of the primary key (topic_id, partition, base_offset).
+SELECT_BLOCKS_FROM = """
+SELECT base_offset, count, object_key, byte_offset, byte_length
+FROM segment_blocks
+WHERE topic_id = %(topic_id)s AND partition = %(partition)s
+  AND base_offset >= COALESCE(
+      (SELECT max(base_offset) FROM segment_blocks
+       WHERE topic_id = %(topic_id)s AND partition = %(partition)s AND base_offset <= %(offset)s),
+      %(offset)s)
+  AND base_offset < %(end)s
+ORDER BY base_offset
+"""
+
+# --- topic deletion ----------------------------------------------------------------------------
+
+LIST_DELETING_TOPICS = """
+SELECT id FROM topics WHERE status = 'deleting' ORDER BY created_at, id
+"""
+
+# Partition rows first, in partition order, then the topic row: the writer locks partitions (in a
+# fixed order) before its block inserts touch the topic row, so this order cannot deadlock with it.
+LOCK_TOPIC_PARTITIONS = """
+SELECT partition FROM partitions WHERE topic_id = %(topic_id)s ORDER BY partition FOR UPDATE
+"""
+
+LOCK_DELETING_TOPIC = """
+SELECT id FROM topics WHERE id = %(topic_id)s AND status = 'deleting' FOR UPDATE
+"""
+
+DELETE_TOPIC_BLOCKS = """
+WITH gone AS (DELETE FROM segment_blocks WHERE topic_id = %(topic_id)s RETURNING object_key)
+SELECT object_key, count(*) AS blocks FROM gone GROUP BY object_key
+"""
+
+DELETE_TOPIC_IDEMPOTENCY_KEYS = """
+DELETE FROM idempotency_keys WHERE topic_id = %(topic_id)s
+"""
+
+DELETE_TOPIC_PARTITIONS = """
+DELETE FROM partitions WHERE topic_id = %(topic_id)s
+"""
+
+DELETE_TOPIC = """
+DELETE FROM topics WHERE id = %(topic_id)s AND status = 'deleting'
+"""
+
+# --- garbage collection --------------------------------------------------------------------------
+
+# Committed objects among %(keys)s that no block references any more.
+DELETE_UNREFERENCED_OBJECTS = """
+DELETE FROM segment_objects o
+WHERE o.object_key = ANY(%(keys)s)
+  AND NOT EXISTS (SELECT 1 FROM segment_blocks b WHERE b.object_key = o.object_key)
+RETURNING o.object_key
+"""
+
+# Committed objects older than the grace period that no block references (their blocks were
+# dropped by retention, deletion or compaction and the object delete did not happen).
+DELETE_EMPTY_OBJECTS = """
+DELETE FROM segment_objects o
+WHERE o.created_at < now() - make_interval(secs => %(grace_s)s)
+  AND NOT EXISTS (SELECT 1 FROM segment_blocks b WHERE b.object_key = o.object_key)
+RETURNING o.object_key
+"""
+
+SELECT_COMMITTED_OBJECTS = """
+SELECT object_key FROM segment_objects WHERE object_key = ANY(%(keys)s)
+"""
+
+# --- retention ------------------------------------------------------------------------------------
+
+# Partitions of active topics whose first retained block is past the topic's retention.
+SELECT_RETENTION_CANDIDATES = """
+SELECT p.topic_id, p.partition, t.retention_s
+FROM partitions p JOIN topics t ON t.id = p.topic_id
+WHERE t.status = 'active'
+  AND (SELECT b.max_timestamp_ms FROM segment_blocks b
+       WHERE b.topic_id = p.topic_id AND b.partition = p.partition
+       ORDER BY b.base_offset LIMIT 1)
+      < (extract(epoch FROM now()) * 1000)::bigint - t.retention_s * 1000
+ORDER BY p.topic_id, p.partition
+"""
+
+LOCK_PARTITION = """
+SELECT start_offset, next_offset FROM partitions
+WHERE topic_id = %(topic_id)s AND partition = %(partition)s FOR UPDATE
+"""
+
+# The first block still inside retention; everything before it is dropped.
+SELECT_FIRST_RETAINED_BLOCK = """
+SELECT min(base_offset) AS base_offset FROM segment_blocks
+WHERE topic_id = %(topic_id)s AND partition = %(partition)s
+  AND max_timestamp_ms >= (extract(epoch FROM now()) * 1000)::bigint - %(retention_s)s * 1000
+"""
+
+DELETE_BLOCKS_BEFORE = """
+WITH gone AS (
+    DELETE FROM segment_blocks
+    WHERE topic_id = %(topic_id)s AND partition = %(partition)s AND base_offset < %(start_offset)s
+    RETURNING object_key)
+SELECT object_key, count(*) AS blocks FROM gone GROUP BY object_key
+"""
+
+ADVANCE_START_OFFSET = """
+UPDATE partitions SET start_offset = GREATEST(start_offset, %(start_offset)s)
+WHERE topic_id = %(topic_id)s AND partition = %(partition)s
+"""
+
+DELETE_EXPIRED_IDEMPOTENCY_KEYS = """
+DELETE FROM idempotency_keys WHERE expires_at < now()
+"""

@@ -1,0 +1,69 @@
+"""Wire shapes of the message browser (camelCase JSON)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import msgspec
+
+from data_plane.reader import ReadResult, StoredMessage
+
+
+class MessageView(msgspec.Struct, rename="camel"):
+    """A stored message; ``data`` is the JSON value exactly as published."""
+
+    id: str
+    topic: str
+    partition: int
+    offset: int
+    data: msgspec.Raw
+    key: str | None
+    headers: dict[str, str]
+    timestamp: str
+
+
+class MessagePage(msgspec.Struct, rename="camel"):
+    """Messages from an offset and where to continue.
+
+    ``nextOffset`` is the offset to ask for next; ``earliestOffset`` is the first retained
+    offset and ``latestOffset`` the end of the partition (the offset of the next publish).
+    """
+
+    messages: list[MessageView]
+    next_offset: int
+    earliest_offset: int
+    latest_offset: int
+
+
+def iso_timestamp(timestamp_ms: int) -> str:
+    """``2026-03-28T10:42:18.003Z``, as in the QueueCore guide."""
+    moment = datetime.fromtimestamp(timestamp_ms / 1000, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{timestamp_ms % 1000:03d}Z"
+
+
+def message_view(topic: str, partition: int, message_id: str, stored: StoredMessage) -> MessageView:
+    """The wire view of one stored message."""
+    message = stored.message
+    return MessageView(
+        id=message_id,
+        topic=topic,
+        partition=partition,
+        offset=stored.offset,
+        data=msgspec.Raw(message.value),
+        key=None if message.key is None else message.key.decode(errors="replace"),
+        headers=message.headers,
+        timestamp=iso_timestamp(message.timestamp_ms),
+    )
+
+
+def message_page(topic: str, partition: int, result: ReadResult, ids: list[str]) -> MessagePage:
+    """The wire view of a read."""
+    return MessagePage(
+        messages=[
+            message_view(topic, partition, message_id, stored)
+            for message_id, stored in zip(ids, result.messages, strict=True)
+        ],
+        next_offset=result.next_offset,
+        earliest_offset=result.earliest_offset,
+        latest_offset=result.latest_offset,
+    )

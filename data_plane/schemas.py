@@ -1,0 +1,91 @@
+"""Wire shapes of the topics and publish API (camelCase JSON)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+Delivery = Literal["exactly-once", "at-least-once"]
+LatencyClass = Literal["express", "standard"]
+
+IdempotencyKey = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+
+
+class CreateTopicRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """``POST /v1/topics``."""
+
+    name: str
+    retention: str = "7d"
+    delivery: Delivery = "exactly-once"
+    partitions: int = 3
+    latency_class: LatencyClass = "express"
+
+
+class UpdateTopicRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """``PATCH /v1/topics/{topic}``: raise partitions, change retention or latency class."""
+
+    partitions: int | None = None
+    retention: str | None = None
+    latency_class: LatencyClass | None = None
+
+
+class TopicView(msgspec.Struct, rename="camel"):
+    """A topic as the API shows it."""
+
+    id: str
+    name: str
+    partitions: int
+    retention: str
+    delivery: Delivery
+    latency_class: LatencyClass
+    status: Literal["active", "deleting"]
+    created_at: datetime
+
+
+class TopicList(msgspec.Struct, rename="camel"):
+    """``GET /v1/topics``."""
+
+    topics: list[TopicView]
+
+
+class PublishRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """One message: ``data`` is any JSON value; ``key`` picks the partition."""
+
+    data: Any
+    key: str | None = None
+    headers: dict[str, str] | None = None
+    idempotency_key: IdempotencyKey | None = None
+
+
+class BatchPublishRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """``POST /v1/topics/{topic}/messages/batch``: up to the tier's batch size, atomic."""
+
+    messages: Annotated[list[PublishRequest], msgspec.Meta(min_length=1)]
+
+
+class PublishResult(msgspec.Struct, rename="camel"):
+    """Where a published message was stored."""
+
+    message_id: str
+    offset: int
+    partition: int
+    timestamp: str
+    latency: int
+
+
+class BatchItemResult(msgspec.Struct, rename="camel"):
+    """One message of a batch, in request order."""
+
+    offset: int
+    partition: int
+    message_id: str
+
+
+class BatchPublishResult(msgspec.Struct, rename="camel"):
+    """A batch committed as one."""
+
+    count: int
+    latency: int
+    results: list[BatchItemResult]

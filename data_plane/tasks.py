@@ -1,0 +1,63 @@
+"""Celery tasks of the data plane: topic deletion, orphan GC, retention.
+
+Each task is a thin shell around an async service of :mod:`data_plane.cleanup`: it opens one
+psycopg ``AsyncConnection`` from the same settings the API uses and runs the service with
+``asyncio.run``, so the API, the CLI and the worker execute one code path (there is no separate
+synchronous variant of the SQL to keep in step). The connection is autocommit because the
+services commit step by step before touching S3. Every task is idempotent and safe to run on
+several workers at once (row locks serialise them); beat schedules them in ``infra.celery_app``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+
+from celery import shared_task
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+
+from data_plane import cleanup
+from data_plane.cleanup import CleanupReport, Conn
+from infra import settings
+from infra.object_store import ObjectStore, S3ObjectStore
+
+Work = Callable[[Conn, ObjectStore], Awaitable[CleanupReport]]
+
+
+@functools.cache
+def _object_store() -> ObjectStore:
+    """One S3 client per worker process (boto3 clients are thread-safe and costly to build)."""
+    return S3ObjectStore.from_settings(settings.object_store())
+
+
+def run_cleanup(work: Work) -> dict[str, int]:
+    """Run ``work(conn, objects)`` on a fresh autocommit connection; its report as a dict."""
+
+    async def _main() -> CleanupReport:
+        async with await AsyncConnection.connect(
+            settings.database().url, autocommit=True, row_factory=dict_row, connect_timeout=5
+        ) as conn:
+            return await work(conn, _object_store())
+
+    return asyncio.run(_main()).as_dict()
+
+
+@shared_task(name="data_plane.delete_topic_data")
+def delete_topic_data(topic_id: str | None = None) -> dict[str, int]:
+    """Remove deleted topics' index rows, partitions, idempotency keys, rows and objects."""
+    return run_cleanup(lambda conn, objects: cleanup.delete_topic_data(conn, objects, topic_id))
+
+
+@shared_task(name="data_plane.collect_orphans")
+def collect_orphans(grace_s: int | None = None) -> dict[str, int]:
+    """Delete segment objects never committed or no longer referenced, older than the grace."""
+    grace = cleanup.orphan_grace_s_from_env() if grace_s is None else grace_s
+    return run_cleanup(lambda conn, objects: cleanup.collect_orphans(conn, objects, grace))
+
+
+@shared_task(name="data_plane.apply_retention")
+def apply_retention() -> dict[str, int]:
+    """Drop messages past their topic's retention and the objects left unreferenced."""
+    return run_cleanup(cleanup.apply_retention)

@@ -1,0 +1,549 @@
+"""The group-commit segment writer: one per API process (DESIGN §4).
+
+Publishes from every tenant and topic wait in one buffer. A flush starts when the earliest
+waiting publish's linger has passed (``express`` topics: a few ms; ``standard``: ~150 ms) or the
+buffer holds ``max_segment_bytes``; it takes everything waiting, encodes ONE segment object with
+one block per (topic, partition), PUTs it, and then in ONE PostgreSQL transaction reserves the
+offsets (partition rows locked in (topic_id, partition) order), records idempotency keys, inserts
+the object and block index rows and NOTIFYs ``qc_publish``. Only after the commit are the
+publishes answered. A failed PUT or commit fails every publish of the flush with 503 and
+commits nothing (the object, if written, is an orphan for the GC task).
+
+Up to :data:`MAX_INFLIGHT_FLUSHES` flushes run at once, so a slow PUT does not stall the
+process; within a partition the order of messages is the commit order.
+
+Two conflicts are found only inside the transaction; both roll it back and re-run the flush
+without the publishes concerned, with a new object (rare, so the extra PUT does not matter):
+an ``idempotencyKey`` committed meanwhile by another replica (that message is answered with
+the winner's offset) and a topic deleted meanwhile (its publishes get ``TOPIC_NOT_FOUND``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
+
+import psycopg
+import psycopg_pool
+
+from data_plane import queries as q
+from data_plane.errors import PublishUnavailable, TopicNotFound
+from data_plane.segment import BlockRef, Message, SegmentBuilder
+from infra.db import AsyncPool
+from infra.object_store import ObjectStore
+from infra.settings import PREFIX, SettingsError, _int
+from observability.logging import get_logger
+
+log = get_logger("queuecore.writer")
+
+MAX_INFLIGHT_FLUSHES = 4
+MAX_FLUSH_ATTEMPTS = 3
+NOTIFY_PAYLOAD_MAX = 7_900  # PostgreSQL refuses payloads of 8000 bytes or more
+MESSAGE_OVERHEAD_BYTES = 20  # per-message columns in a block (timestamp, lengths)
+
+
+@dataclass(frozen=True, slots=True)
+class WriterSettings:
+    """Linger per latency class and the flush size cap (``QUEUECORE_WRITER_*``)."""
+
+    linger_ms: int
+    standard_linger_ms: int
+    max_segment_bytes: int
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> WriterSettings:
+        """Read and validate."""
+        linger = _int("WRITER_LINGER_MS", 2, 0, 1_000, env)
+        standard = _int("WRITER_STANDARD_LINGER_MS", 150, 0, 10_000, env)
+        if standard < linger:
+            raise SettingsError(
+                PREFIX + "WRITER_STANDARD_LINGER_MS",
+                f"must be at least QUEUECORE_WRITER_LINGER_MS ({linger}), got {standard}",
+            )
+        return cls(
+            linger_ms=linger,
+            standard_linger_ms=standard,
+            max_segment_bytes=_int(
+                "WRITER_MAX_SEGMENT_BYTES", 8 * 1024 * 1024, 64 * 1024, 1024 * 1024 * 1024, env
+            ),
+        )
+
+    def linger_s(self, latency_class: str) -> float:
+        """How long a publish of ``latency_class`` may wait for company."""
+        ms = self.standard_linger_ms if latency_class == "standard" else self.linger_ms
+        return ms / 1000
+
+
+@functools.cache
+def writer_settings() -> WriterSettings:
+    """The process's writer settings."""
+    return WriterSettings.from_env()
+
+
+class Entry(NamedTuple):
+    """One message to write to one partition; the key is set on exactly-once topics only."""
+
+    partition: int
+    message: Message
+    idempotency_key: str | None = None
+
+
+class Placement(NamedTuple):
+    """Where a message is stored (a tuple: cheap to make thousands of per flush)."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicTarget:
+    """What the writer needs to know about the topic of a publish."""
+
+    id: str
+    name: str
+    latency_class: str
+    retention_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedBlock:
+    """A block just committed: ``messages`` hold offsets ``base_offset`` … ``+ len - 1``."""
+
+    topic_id: str
+    partition: int
+    base_offset: int
+    messages: list[Message]
+    object_key: str
+    byte_offset: int
+    byte_length: int
+
+
+OnCommitted = Callable[[list[CommittedBlock]], None]
+"""Called on the event loop right after each commit, e.g. to put fresh blocks in a cache."""
+
+
+@dataclass(eq=False)
+class _Publish:
+    """One request's messages, written together in one flush (a batch is atomic)."""
+
+    topic: TopicTarget
+    entries: list[Entry]
+    future: asyncio.Future[list[Placement]]
+    size_bytes: int
+    results: list[Placement | None] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.results = [None] * len(self.entries)
+
+    def unresolved(self) -> Iterable[tuple[int, Entry]]:
+        return ((i, e) for i, e in enumerate(self.entries) if self.results[i] is None)
+
+
+class _Rollback(Exception):
+    """A conflict found inside the flush transaction; the flush is re-run without it."""
+
+    def __init__(
+        self, deleted_topics: set[str] | None = None, duplicates: set[tuple[str, str]] | None = None
+    ) -> None:
+        super().__init__("flush rolled back")
+        self.deleted_topics = deleted_topics or set()
+        self.duplicates = duplicates or set()
+
+
+@dataclass
+class _Layout:
+    """A flush's blocks and, for each block message, the publish entry it answers."""
+
+    blocks: dict[tuple[str, int], list[Message]] = field(default_factory=dict)
+    owners: dict[tuple[str, int], list[tuple[_Publish, int]]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, publishes: list[_Publish]) -> _Layout:
+        layout = cls()
+        for publish in publishes:
+            for index, entry in publish.unresolved():
+                where = (publish.topic.id, entry.partition)
+                layout.blocks.setdefault(where, []).append(entry.message)
+                layout.owners.setdefault(where, []).append((publish, index))
+        return layout
+
+
+def entry_size(entry: Entry) -> int:
+    """Approximate encoded bytes of one message, for the flush size cap."""
+    message = entry.message
+    headers = sum(len(k) + len(v) for k, v in message.headers.items())
+    return len(message.value) + len(message.key or b"") + headers + MESSAGE_OVERHEAD_BYTES
+
+
+def segment_key(now: datetime | None = None) -> str:
+    """A new object key: ``segments/yyyy/mm/dd/<uuid>.seg``."""
+    day = (now or datetime.now(UTC)).strftime("%Y/%m/%d")
+    return f"segments/{day}/{uuid.uuid4().hex}.seg"
+
+
+class _PutFailed(Exception):
+    """The object store refused or could not be reached; nothing of the flush is committed."""
+
+
+def _encode_and_put(
+    objects: ObjectStore, key: str, publishes: list[_Publish]
+) -> tuple[_Layout, int, list[BlockRef]]:
+    """Runs in a worker thread: laying out, encoding and the boto3 PUT all block."""
+    layout = _Layout.of(publishes)
+    builder = SegmentBuilder()
+    for (topic_id, partition), messages in layout.blocks.items():
+        builder.add(topic_id, partition, messages)
+    data, refs = builder.build()
+    try:
+        objects.put(key, data)
+    except Exception as exc:
+        raise _PutFailed(f"{type(exc).__name__}: {exc}") from exc
+    return layout, len(data), refs
+
+
+class SegmentWriter:
+    """Group-commits publishes from all tenants into one segment object per flush."""
+
+    def __init__(
+        self,
+        pool: AsyncPool,
+        objects: ObjectStore,
+        settings: WriterSettings,
+        on_committed: Iterable[OnCommitted] = (),
+    ) -> None:
+        self.pool = pool
+        self.objects = objects  # public so a test or a FaultyObjectStore can wrap it
+        self.settings = settings
+        self._listeners = list(on_committed)
+        self._pending: list[_Publish] = []
+        self._pending_bytes = 0
+        self._deadline: float | None = None
+        self._wakeup = asyncio.Event()
+        self._slots = asyncio.Semaphore(MAX_INFLIGHT_FLUSHES)
+        self._flushes: set[asyncio.Task[None]] = set()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    def subscribe(self, listener: OnCommitted) -> None:
+        """Call ``listener`` with the fresh blocks after every commit."""
+        self._listeners.append(listener)
+
+    async def start(self) -> None:
+        """Start the flush loop on the running event loop."""
+        self._loop_task = asyncio.create_task(self._run(), name="segment-writer")
+
+    async def close(self) -> None:
+        """Flush what is waiting, wait for flushes in flight, stop."""
+        self._closing = True
+        self._wakeup.set()
+        if self._loop_task is not None:
+            await self._loop_task
+        if self._flushes:
+            await asyncio.gather(*self._flushes, return_exceptions=True)
+
+    async def write(
+        self, topic: TopicTarget, entries: list[Entry], size_bytes: int | None = None
+    ) -> list[Placement]:
+        """Write ``entries`` atomically; their placements once committed, in order.
+
+        ``size_bytes`` (the entries' :func:`entry_size` total) saves recounting when known.
+        """
+        if self._closing:
+            raise PublishUnavailable("this server is shutting down")
+        future: asyncio.Future[list[Placement]] = asyncio.get_running_loop().create_future()
+        # A client that disconnects cancels its request, never the flush it is part of.
+        future.add_done_callback(_consume_exception)
+        size = sum(map(entry_size, entries)) if size_bytes is None else size_bytes
+        self._pending.append(_Publish(topic, entries, future, size))
+        self._pending_bytes += size
+        deadline = time.monotonic() + self.settings.linger_s(topic.latency_class)
+        if self._deadline is None or deadline < self._deadline:
+            self._deadline = deadline
+            self._wakeup.set()
+        if self._pending_bytes >= self.settings.max_segment_bytes:
+            self._wakeup.set()
+        return await asyncio.shield(future)
+
+    # --- the flush loop ---------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            await self._wait_until_due()
+            if not self._pending:
+                return  # closing and drained
+            await self._slots.acquire()
+            batch, self._pending = self._pending, []
+            self._pending_bytes, self._deadline = 0, None
+            task = asyncio.create_task(self._flush(batch))
+            self._flushes.add(task)
+            task.add_done_callback(self._flush_done)
+
+    def _flush_done(self, task: asyncio.Task[None]) -> None:
+        self._flushes.discard(task)
+        self._slots.release()
+
+    async def _wait_until_due(self) -> None:
+        while not self._closing:
+            if self._pending and self._deadline is not None:
+                delay = self._deadline - time.monotonic()
+                if delay <= 0 or self._pending_bytes >= self.settings.max_segment_bytes:
+                    return
+            else:
+                delay = None
+            self._wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._wakeup.wait()
+
+    async def _flush(self, publishes: list[_Publish]) -> None:
+        try:
+            await self._flush_attempts(publishes)
+        except Exception as exc:  # never leave a publish waiting forever
+            log.error("flush_failed", error=type(exc).__name__, exc_info=exc)
+            _fail(publishes, exc)
+
+    async def _flush_attempts(self, publishes: list[_Publish]) -> None:
+        for _ in range(MAX_FLUSH_ATTEMPTS):
+            live = [p for p in publishes if not p.future.done()]
+            if not live:
+                return
+            if not any(True for p in live for _ in p.unresolved()):
+                _succeed(live)
+                return
+            try:
+                await self._flush_once(live)
+                return
+            except _Rollback as conflict:
+                await self._settle_conflict(live, conflict)
+        _fail(publishes, PublishUnavailable("publishes kept conflicting; retry"))
+
+    async def _flush_once(self, publishes: list[_Publish]) -> None:
+        key = segment_key()
+        try:
+            layout, size, refs = await asyncio.to_thread(
+                _encode_and_put, self.objects, key, publishes
+            )
+        except _PutFailed as exc:
+            log.warning("segment_put_failed", detail=str(exc)[:300])
+            _fail(publishes, PublishUnavailable("the object store write failed"))
+            return
+        try:
+            bases = await self._commit(key, size, refs, layout)
+        except (psycopg.Error, psycopg_pool.PoolTimeout, OSError) as exc:
+            log.warning("segment_commit_failed", error=type(exc).__name__, detail=str(exc)[:200])
+            _fail(publishes, PublishUnavailable("the offset commit failed"))
+            return
+        blocks = _assign(key, refs, layout, bases)
+        _succeed(publishes)
+        self._announce(blocks)
+
+    async def _commit(
+        self,
+        key: str,
+        size: int,
+        refs: list[BlockRef],
+        layout: _Layout,
+    ) -> dict[tuple[str, int], int]:
+        # Pipeline mode: the statements after the reservation go out without waiting for
+        # each other's answers; only the reservation (and idempotency check) is awaited.
+        async with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
+            bases = await _reserve(conn, layout)
+            missing = set(layout.blocks) - set(bases)
+            if missing:
+                raise _Rollback(deleted_topics={topic_id for topic_id, _ in missing})
+            await _record_idempotency(conn, layout, bases)
+            await conn.execute(
+                q.INSERT_SEGMENT_OBJECT,
+                {"object_key": key, "size_bytes": size, "block_count": len(refs)},
+            )
+            await conn.execute(q.INSERT_SEGMENT_BLOCKS, _block_rows(key, refs, bases))
+            await conn.execute(q.NOTIFY_PUBLISHED, {"payloads": _notify_payloads(layout, bases)})
+        return bases
+
+    async def _settle_conflict(self, publishes: list[_Publish], conflict: _Rollback) -> None:
+        for publish in publishes:
+            if publish.topic.id in conflict.deleted_topics:
+                _set_exception(publish.future, TopicNotFound(publish.topic.name))
+        if conflict.duplicates:
+            winners = await self._winners(conflict.duplicates)
+            for publish in publishes:
+                for index, entry in list(publish.unresolved()):
+                    found = winners.get((publish.topic.id, entry.idempotency_key or ""))
+                    if entry.idempotency_key is not None and found is not None:
+                        publish.results[index] = found
+
+    async def _winners(self, duplicates: set[tuple[str, str]]) -> dict[tuple[str, str], Placement]:
+        topic_ids, keys = zip(*sorted(duplicates), strict=True)
+        async with self.pool.connection() as conn:
+            rows = await (
+                await conn.execute(
+                    q.SELECT_IDEMPOTENCY_KEYS_MANY,
+                    {"topic_ids": list(topic_ids), "keys": list(keys)},
+                )
+            ).fetchall()
+        return {
+            (row["topic_id"], row["idempotency_key"]): Placement(
+                row["partition"], row["offset"], _ms(row["published_at"])
+            )
+            for row in rows
+        }
+
+    def _announce(self, blocks: list[CommittedBlock]) -> None:
+        for listener in self._listeners:
+            try:
+                listener(blocks)
+            except Exception as exc:
+                log.warning("on_committed_listener_failed", error=type(exc).__name__, exc_info=exc)
+
+
+# --- transaction steps ------------------------------------------------------------------------
+
+
+async def _reserve(conn: Any, layout: _Layout) -> dict[tuple[str, int], int]:
+    wanted = sorted(layout.blocks)
+    rows = await (
+        await conn.execute(
+            q.RESERVE_OFFSETS,
+            {
+                "topic_ids": [t for t, _ in wanted],
+                "partitions": [p for _, p in wanted],
+                "counts": [len(layout.blocks[w]) for w in wanted],
+            },
+        )
+    ).fetchall()
+    return {(row["topic_id"], row["partition"]): row["base_offset"] for row in rows}
+
+
+async def _record_idempotency(
+    conn: Any, layout: _Layout, bases: dict[tuple[str, int], int]
+) -> None:
+    rows: list[tuple[str, str, int, int, datetime, datetime]] = []
+    for where, owners in layout.owners.items():
+        for position, (publish, index) in enumerate(owners):
+            entry = publish.entries[index]
+            if entry.idempotency_key is None:
+                continue
+            published = _datetime(entry.message.timestamp_ms)
+            expires = published + timedelta(seconds=publish.topic.retention_s)
+            rows.append(
+                (
+                    where[0],
+                    entry.idempotency_key,
+                    where[1],
+                    bases[where] + position,
+                    published,
+                    expires,
+                )
+            )
+    if not rows:
+        return
+    columns = list(zip(*rows, strict=True))
+    names = ("topic_ids", "keys", "partitions", "offsets", "published_at", "expires_at")
+    inserted = await (
+        await conn.execute(
+            q.INSERT_IDEMPOTENCY_KEYS, {n: list(c) for n, c in zip(names, columns, strict=True)}
+        )
+    ).fetchall()
+    duplicates = {(r[0], r[1]) for r in rows} - {
+        (row["topic_id"], row["idempotency_key"]) for row in inserted
+    }
+    if duplicates:
+        raise _Rollback(duplicates=duplicates)
+
+
+def _block_rows(
+    key: str, refs: list[BlockRef], bases: dict[tuple[str, int], int]
+) -> dict[str, Any]:
+    return {
+        "object_key": key,
+        "topic_ids": [r.topic_id for r in refs],
+        "partitions": [r.partition for r in refs],
+        "base_offsets": [bases[(r.topic_id, r.partition)] for r in refs],
+        "counts": [r.count for r in refs],
+        "byte_offsets": [r.offset for r in refs],
+        "byte_lengths": [r.length for r in refs],
+        "min_ts": [r.min_timestamp_ms for r in refs],
+        "max_ts": [r.max_timestamp_ms for r in refs],
+    }
+
+
+def _notify_payloads(layout: _Layout, bases: dict[tuple[str, int], int]) -> list[str]:
+    """JSON arrays of ``[topic_id, partition, next_offset]``, each under the payload limit."""
+    payloads: list[str] = []
+    chunk: list[str] = []
+    size = 2
+    for where in sorted(bases):
+        item = json.dumps([where[0], where[1], bases[where] + len(layout.blocks[where])])
+        if chunk and size + len(item) + 1 > NOTIFY_PAYLOAD_MAX:
+            payloads.append("[" + ",".join(chunk) + "]")
+            chunk, size = [], 2
+        chunk.append(item)
+        size += len(item) + 1
+    if chunk:
+        payloads.append("[" + ",".join(chunk) + "]")
+    return payloads
+
+
+def _assign(
+    key: str, refs: list[BlockRef], layout: _Layout, bases: dict[tuple[str, int], int]
+) -> list[CommittedBlock]:
+    blocks = []
+    for ref in refs:
+        where = (ref.topic_id, ref.partition)
+        base = bases[where]
+        for position, (publish, index) in enumerate(layout.owners[where]):
+            message = publish.entries[index].message
+            publish.results[index] = Placement(ref.partition, base + position, message.timestamp_ms)
+        blocks.append(
+            CommittedBlock(
+                ref.topic_id, ref.partition, base, layout.blocks[where], key, ref.offset, ref.length
+            )
+        )
+    return blocks
+
+
+# --- futures ----------------------------------------------------------------------------------
+
+
+def _succeed(publishes: list[_Publish]) -> None:
+    for publish in publishes:
+        if not publish.future.done():
+            results = publish.results
+            assert all(r is not None for r in results)
+            publish.future.set_result([r for r in results if r is not None])
+
+
+def _fail(publishes: list[_Publish], exc: BaseException) -> None:
+    for publish in publishes:
+        _set_exception(publish.future, exc)
+
+
+def _set_exception(future: asyncio.Future[Any], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)
+
+
+def _consume_exception(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+
+def _datetime(ms: int) -> datetime:
+    return _EPOCH + ms * _MS
+
+
+def _ms(moment: datetime) -> int:
+    return (moment - _EPOCH) // _MS

@@ -1,0 +1,288 @@
+"""Per-key request rates: a sliding one-second window in Redis, shared by every API replica.
+
+One Lua script per request reads the organisation's effective limits (kept in Redis, filled
+from PostgreSQL on a miss) and counts the request in the sorted set of the key's requests of the
+last second, atomically. Changing a tier rewrites the limits in Redis (:func:`publish_limits`),
+so every replica applies it on its next request. When Redis is unreachable each process falls
+back to the same window in memory at the same limits (docs/decisions.md §5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import secrets
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from infra.errors import ClientError
+from observability.logging import get_logger
+from tenants import service
+from tenants.tiers import CATEGORIES, Category, Limits
+
+log = get_logger("queuecore.rate_limit")
+
+WINDOW_MS = 1000
+KEY_PREFIX = "qc:rl"
+# Safety net only: tier changes rewrite the limits at once; this bounds staleness if one did not.
+LIMITS_TTL_S = 30
+# While Redis is failing, requests skip it for this long instead of each waiting on a timeout.
+REDIS_RETRY_S = 5.0
+REDIS_TIMEOUT_S = 0.5
+REDIS_CONCURRENCY = 32
+WARN_EVERY_S = 30.0
+LOCAL_LIMITS_TTL_S = 2.0
+MAX_LOCAL_BUCKETS = 100_000
+
+# KEYS[1] the organisation's limits ("publish consume admin"), KEYS[2] this key's window (zset).
+# ARGV: category index (1-3), window ms, unique member suffix, limits to store on a miss ('' =
+# report the miss as -1), limits TTL s. Returns {allowed, limit, remaining, reset_ms}.
+SLIDING_WINDOW_LUA = """
+local limits = redis.call('GET', KEYS[1])
+if not limits then
+  if ARGV[4] == '' then return {-1, 0, 0, 0} end
+  limits = ARGV[4]
+  redis.call('SET', KEYS[1], limits, 'EX', ARGV[5])
+end
+local wanted, index, limit = tonumber(ARGV[1]), 0, 0
+for value in string.gmatch(limits, '%d+') do
+  index = index + 1
+  if index == wanted then limit = tonumber(value) end
+end
+local clock = redis.call('TIME')
+local now_us = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local window_ms = tonumber(ARGV[2])
+local window_us = window_ms * 1000
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%.0f', now_us - window_us))
+local count = redis.call('ZCARD', KEYS[2])
+local allowed = 0
+if count < limit then
+  allowed = 1
+  count = count + 1
+  local score = string.format('%.0f', now_us)
+  redis.call('ZADD', KEYS[2], score, score .. ':' .. ARGV[3])
+  redis.call('PEXPIRE', KEYS[2], window_ms)
+end
+local reset_ms = window_ms
+local oldest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if oldest[2] then
+  reset_ms = math.ceil((tonumber(oldest[2]) + window_us - now_us) / 1000)
+end
+return {allowed, limit, math.max(limit - count, 0), reset_ms}
+"""
+
+LimitsLoader = Callable[[str], Awaitable[Limits]]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The outcome of counting one request against its key's budget."""
+
+    allowed: bool
+    limit: int
+    remaining: int
+    reset_ms: int
+
+    @property
+    def retry_after_s(self) -> int:
+        """Whole seconds until the window has room again (at least 1)."""
+        return max(1, math.ceil(self.reset_ms / 1000))
+
+    def headers(self) -> dict[str, str]:
+        """``X-RateLimit-*``; Reset is seconds until the oldest counted request leaves the window."""
+        return {
+            "X-RateLimit-Limit": str(self.limit),
+            "X-RateLimit-Remaining": str(self.remaining),
+            "X-RateLimit-Reset": str(self.retry_after_s),
+        }
+
+
+class RateLimitExceeded(ClientError):
+    """The key used up its budget for this category in the last second."""
+
+    code = "RATE_LIMIT_EXCEEDED"
+
+    def __init__(self, category: str, decision: Decision) -> None:
+        super().__init__(
+            f"You have exceeded your plan's rate limit of {decision.limit} {category} requests "
+            f"per second for this API key. Retry after {decision.retry_after_s} s.",
+            category=category,
+            limit=decision.limit,
+            retry_after_s=decision.retry_after_s,
+            headers=decision.headers(),
+        )
+
+
+def limits_key(organisation_id: str) -> str:
+    """Redis key of an organisation's rates (hash-tagged so one script may touch both keys)."""
+    return f"{KEY_PREFIX}:{{{organisation_id}}}:limits"
+
+
+def window_key(organisation_id: str, key_id: str, category: str) -> str:
+    """Redis key of the sorted set of one API key's requests in one category."""
+    return f"{KEY_PREFIX}:{{{organisation_id}}}:{key_id}:{category}"
+
+
+def encode_limits(limits: Limits) -> str:
+    """The rates as the Lua script reads them, in :data:`CATEGORIES` order."""
+    return " ".join(str(limits.rate(category)) for category in CATEGORIES)
+
+
+async def organisation_limits(conn: service.Conn, organisation_id: str) -> Limits:
+    """The effective limits of an organisation, from PostgreSQL."""
+    return (await service.get_organisation(conn, organisation_id)).limits
+
+
+async def publish_limits(redis: Redis, organisation_id: str, limits: Limits) -> None:
+    """Make these the limits every replica applies to the organisation from its next request.
+
+    Call it after the transaction that changed the tier has committed.
+    """
+    await redis.set(limits_key(organisation_id), encode_limits(limits), ex=LIMITS_TTL_S)
+
+
+class LocalWindow:
+    """The same sliding window in this process's memory: the fallback when Redis is down."""
+
+    def __init__(self, window_ms: int = WINDOW_MS, clock: Callable[[], float] = time.monotonic):
+        self._window_s = window_ms / 1000
+        self._clock = clock
+        self._buckets: dict[str, deque[float]] = {}
+
+    def hit(self, bucket: str, limit: int) -> Decision:
+        """Count one request in ``bucket`` if it fits under ``limit``."""
+        now = self._clock()
+        times = self._bucket(bucket)
+        while times and times[0] <= now - self._window_s:
+            times.popleft()
+        allowed = len(times) < limit
+        if allowed:
+            times.append(now)
+        reset_s = times[0] + self._window_s - now if times else self._window_s
+        return Decision(allowed, limit, max(limit - len(times), 0), math.ceil(reset_s * 1000))
+
+    def _bucket(self, bucket: str) -> deque[float]:
+        times = self._buckets.get(bucket)
+        if times is None:
+            if len(self._buckets) >= MAX_LOCAL_BUCKETS:
+                self._buckets.clear()  # degraded mode: bounded memory beats exact accounting
+            times = self._buckets[bucket] = deque()
+        return times
+
+
+class _RedisDown(Exception):
+    """Redis did not answer the limiter in time; the cause is chained."""
+
+
+class RateLimiter:
+    """Counts requests per API key and category; Redis first, this process's memory if it fails."""
+
+    def __init__(
+        self, redis: Redis, load_limits: LimitsLoader, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._script = redis.register_script(SLIDING_WINDOW_LUA)
+        self._load_limits = load_limits
+        self._clock = clock
+        self._local = LocalWindow(clock=clock)
+        self._local_limits: dict[str, tuple[float, Limits]] = {}
+        # Bounded so a burst queues here instead of exhausting the shared client's pool.
+        self._redis_slots = asyncio.Semaphore(REDIS_CONCURRENCY)
+        self._redis_retry_at = 0.0
+        self._failing = False
+        self._warned_at: float | None = None
+
+    async def check(self, organisation_id: str, key_id: str, category: Category) -> Decision:
+        """Count the request, or raise :class:`RateLimitExceeded` when over the limit."""
+        decision = await self.hit(organisation_id, key_id, category)
+        if not decision.allowed:
+            raise RateLimitExceeded(category, decision)
+        return decision
+
+    async def hit(self, organisation_id: str, key_id: str, category: Category) -> Decision:
+        """Count the request if it fits, and say whether it did."""
+        if self._clock() >= self._redis_retry_at:
+            async with self._redis_slots:
+                decision = await self._try_redis(organisation_id, key_id, category)
+            if decision is not None:
+                return decision
+        return await self._hit_local(organisation_id, key_id, category)
+
+    async def _try_redis(
+        self, organisation_id: str, key_id: str, category: Category
+    ) -> Decision | None:
+        now = self._clock()
+        if now < self._redis_retry_at:  # Redis failed while this request waited for a slot
+            return None
+        if self._failing:
+            # Redis failed earlier: this request probes it, the others stay local meanwhile.
+            self._redis_retry_at = now + REDIS_RETRY_S
+        try:
+            decision = await self._hit_redis(organisation_id, key_id, category)
+        except _RedisDown as exc:
+            self._redis_failed(exc.__cause__ or exc)
+            return None
+        self._redis_ok()
+        return decision
+
+    async def _hit_redis(self, organisation_id: str, key_id: str, category: Category) -> Decision:
+        keys = [limits_key(organisation_id), window_key(organisation_id, key_id, category)]
+        reply = await self._eval(keys, category, "")
+        if int(reply[0]) < 0:
+            limits = await self._load_limits(organisation_id)
+            reply = await self._eval(keys, category, encode_limits(limits))
+        allowed, limit, remaining, reset_ms = (int(v) for v in reply)
+        return Decision(allowed == 1, limit, remaining, reset_ms)
+
+    async def _eval(self, keys: list[str], category: Category, limits: str) -> list[Any]:
+        index = CATEGORIES.index(category) + 1
+        args: list[str | int] = [index, WINDOW_MS, secrets.token_hex(6), limits, LIMITS_TTL_S]
+        try:
+            # The client retries a lost connection for seconds; a request must not wait that long.
+            async with asyncio.timeout(REDIS_TIMEOUT_S):
+                return list(await self._script(keys=keys, args=args))
+        except (RedisError, OSError) as exc:  # OSError covers TimeoutError
+            raise _RedisDown from exc
+
+    async def _hit_local(self, organisation_id: str, key_id: str, category: Category) -> Decision:
+        limits = await self._limits_in_memory(organisation_id)
+        return self._local.hit(f"{key_id}:{category}", limits.rate(category))
+
+    async def _limits_in_memory(self, organisation_id: str) -> Limits:
+        # Without Redis, a tier change reaches this process within LOCAL_LIMITS_TTL_S.
+        now = self._clock()
+        cached = self._local_limits.get(organisation_id)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        limits = await self._load_limits(organisation_id)
+        if len(self._local_limits) >= MAX_LOCAL_BUCKETS:
+            self._local_limits.clear()
+        self._local_limits[organisation_id] = (now + LOCAL_LIMITS_TTL_S, limits)
+        return limits
+
+    def _redis_failed(self, exc: BaseException) -> None:
+        now = self._clock()
+        self._failing = True
+        self._redis_retry_at = now + REDIS_RETRY_S
+        # Warn once per WARN_EVERY_S, even if Redis flaps, so an outage does not flood the log.
+        if self._warned_at is None or now - self._warned_at >= WARN_EVERY_S:
+            self._warned_at = now
+            log.warning(
+                "rate_limit_redis_unavailable",
+                error=type(exc).__name__,
+                detail=str(exc)[:200],
+                fallback="per-process in-memory limits",
+                retry_in_s=REDIS_RETRY_S,
+            )
+
+    def _redis_ok(self) -> None:
+        if self._failing:
+            self._failing = False
+            self._redis_retry_at = 0.0
+            self._local_limits.clear()
+            log.info("rate_limit_redis_recovered")

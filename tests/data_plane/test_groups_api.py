@@ -1,0 +1,191 @@
+"""Consumer-group membership over HTTP: join, sticky split, heartbeat, rejoin, leave, eviction."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from litestar.testing import TestClient
+
+from tenants.models import NewOrganisation
+from tests.support.services import Services
+from tests.support.tenancy import bearer, new_organisation
+
+
+@pytest.fixture
+def org(services: Services) -> NewOrganisation:
+    return new_organisation(services.database_url, tier="pro")
+
+
+def make_topic(
+    client: TestClient, org: NewOrganisation, unique: Callable[[str], str], partitions: int = 4
+) -> tuple[str, dict[str, str]]:
+    headers = bearer(org.keys["production"].secret)
+    name = f"orders.{unique('t')}"
+    response = client.post(
+        "/v1/topics", json={"name": name, "partitions": partitions}, headers=headers
+    )
+    assert response.status_code == 201, response.text
+    return name, headers
+
+
+def join(
+    client: TestClient, topic: str, group: str, headers: dict[str, str], **body: Any
+) -> dict[str, Any]:
+    response = client.post(f"/v1/topics/{topic}/groups/{group}/members", json=body, headers=headers)
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+def heartbeat(
+    client: TestClient, topic: str, group: str, member: str, headers: dict[str, str]
+) -> Any:
+    return client.post(
+        f"/v1/topics/{topic}/groups/{group}/members/{member}/heartbeat", headers=headers
+    )
+
+
+def test_two_members_split_four_partitions_and_one_takes_all_after_leave(
+    client: TestClient, org: NewOrganisation, unique: Callable[[str], str]
+) -> None:
+    topic, headers = make_topic(client, org, unique)
+    first = join(client, topic, "workers", headers)
+    assert first["assignments"] == [0, 1, 2, 3]
+    second = join(client, topic, "workers", headers)
+    assert second["generationId"] > first["generationId"]
+
+    # The first member learns of the rebalance from its heartbeat and rejoins.
+    beat = heartbeat(client, topic, "workers", first["memberId"], headers).json()
+    assert beat == {"generationId": second["generationId"], "shouldRejoin": True}
+    again = join(client, topic, "workers", headers, memberId=first["memberId"])
+    assert len(again["assignments"]) == 2 and len(second["assignments"]) == 2
+    assert sorted(again["assignments"] + second["assignments"]) == [0, 1, 2, 3]
+    assert set(again["assignments"]) <= set(first["assignments"]), (
+        "sticky: the first member kept its partitions"
+    )
+    assert (
+        heartbeat(client, topic, "workers", first["memberId"], headers).json()["shouldRejoin"]
+        is False
+    )
+
+    assert (
+        client.delete(
+            f"/v1/topics/{topic}/groups/workers/members/{second['memberId']}", headers=headers
+        ).status_code
+        == 204
+    )
+    assert (
+        heartbeat(client, topic, "workers", first["memberId"], headers).json()["shouldRejoin"]
+        is True
+    )
+    assert join(client, topic, "workers", headers, memberId=first["memberId"])["assignments"] == [
+        0,
+        1,
+        2,
+        3,
+    ]
+
+    described = client.get(f"/v1/topics/{topic}/groups/workers", headers=headers).json()
+    assert described["consumers"] == 1
+    assert [p["consumer"] for p in described["partitions"]] == [first["memberId"]] * 4
+
+
+def test_silent_member_is_evicted_and_its_partitions_reassigned(
+    client: TestClient, org: NewOrganisation, unique: Callable[[str], str]
+) -> None:
+    topic, headers = make_topic(client, org, unique)
+    quiet = join(client, topic, "g", headers, sessionTimeout="1s")
+    alive = join(client, topic, "g", headers, sessionTimeout="30s")
+    assert quiet["sessionTimeoutMs"] == 1000 and quiet["heartbeatIntervalMs"] < 1000
+    time.sleep(1.5)
+    beat = heartbeat(client, topic, "g", alive["memberId"], headers).json()
+    assert beat["shouldRejoin"] is True
+    assert join(client, topic, "g", headers, memberId=alive["memberId"])["assignments"] == [
+        0,
+        1,
+        2,
+        3,
+    ]
+    gone = heartbeat(client, topic, "g", quiet["memberId"], headers)
+    assert gone.status_code == 404
+    assert gone.json()["error"]["code"] == "MEMBER_NOT_FOUND"
+
+
+def test_configure_list_describe_and_delete(
+    client: TestClient, org: NewOrganisation, unique: Callable[[str], str]
+) -> None:
+    topic, headers = make_topic(client, org, unique, partitions=2)
+    body = {
+        "startFrom": "earliest",
+        "ackTimeout": "45s",
+        "maxInFlight": 10,
+        "deadLetter": {"maxRetries": 3, "retryDelay": "2s", "alertThreshold": 50},
+    }
+    configured = client.put(f"/v1/topics/{topic}/groups/billing", json=body, headers=headers)
+    assert configured.status_code == 200, configured.text
+    view = configured.json()
+    assert view["config"] == {
+        "startFrom": "earliest",
+        "ackTimeout": "45s",
+        "maxInFlight": 10,
+        "sessionTimeout": "30s",
+        "deadLetter": {"maxRetries": 3, "retryDelay": "2s", "alertThreshold": 50},
+    }
+    assert view["partitions"] == [
+        {"id": 0, "consumer": None, "offset": 0, "lag": 0},
+        {"id": 1, "consumer": None, "offset": 0, "lag": 0},
+    ]
+    assert client.get(f"/v1/topics/{topic}/groups", headers=headers).json() == [
+        {"name": "billing", "consumers": 0, "lag": 0}
+    ]
+    assert client.delete(f"/v1/topics/{topic}/groups/billing", headers=headers).status_code == 204
+    missing = client.get(f"/v1/topics/{topic}/groups/billing", headers=headers)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "GROUP_NOT_FOUND"
+
+
+def test_bad_configuration_is_422_naming_the_field(
+    client: TestClient, org: NewOrganisation, unique: Callable[[str], str]
+) -> None:
+    topic, headers = make_topic(client, org, unique, partitions=1)
+    response = client.put(
+        f"/v1/topics/{topic}/groups/g", json={"ackTimeout": "soon"}, headers=headers
+    )
+    assert response.status_code == 422
+    assert "ackTimeout" in response.json()["error"]["message"]
+
+
+def test_groups_of_unknown_topic_and_other_environment_are_404(
+    client: TestClient, org: NewOrganisation, services: Services, unique: Callable[[str], str]
+) -> None:
+    topic, headers = make_topic(client, org, unique, partitions=1)
+    join(client, topic, "g", headers)
+    stranger = new_organisation(services.database_url)
+    for other in (bearer(stranger.keys["production"].secret), bearer(org.keys["staging"].secret)):
+        response = client.get(f"/v1/topics/{topic}/groups/g", headers=other)
+        assert response.status_code == 404
+        assert response.json()["error"]["code"] == "TOPIC_NOT_FOUND"
+        assert (
+            client.post(f"/v1/topics/{topic}/groups/g/members", json={}, headers=other).status_code
+            == 404
+        )
+
+
+def test_more_partitions_are_assigned_after_the_topic_grows(
+    client: TestClient, org: NewOrganisation, unique: Callable[[str], str]
+) -> None:
+    topic, headers = make_topic(client, org, unique, partitions=2)
+    member = join(client, topic, "g", headers)
+    assert member["assignments"] == [0, 1]
+    assert (
+        client.patch(f"/v1/topics/{topic}", json={"partitions": 4}, headers=headers).status_code
+        == 200
+    )
+    assert heartbeat(client, topic, "g", member["memberId"], headers).json()["shouldRejoin"] is True
+    assert join(client, topic, "g", headers, memberId=member["memberId"])["assignments"] == [
+        0,
+        1,
+        2,
+        3,
+    ]

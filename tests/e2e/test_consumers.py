@@ -1,0 +1,147 @@
+"""Consumers as separate processes against a real API process: SSE push, and a kill -9 mid-stream."""
+
+from __future__ import annotations
+
+import collections
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from infra.embedded import free_port_block
+from tests.support.processes import http_status, queuecore, stop, wait_for
+from tests.support.services import Services
+from tests.support.tenancy import new_organisation
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def api(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port, log = free_port_block(), tmp_path_factory.mktemp("api") / "serve.log"
+    proc = queuecore(
+        ["serve", "--workers", "1"], {**services.env(), "QUEUECORE_HTTP_PORT": str(port)}, log
+    )
+    base = f"http://127.0.0.1:{port}"
+    wait_for(lambda: http_status(f"{base}/readyz") == 200, 60, "api ready", proc, log)
+    yield base
+    stop(proc)
+
+
+def setup_topic(base: str, key: str, name: str, partitions: int, **group: object) -> httpx.Client:
+    client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    assert (
+        client.post("/v1/topics", json={"name": name, "partitions": partitions}).status_code == 201
+    )
+    assert (
+        client.put(
+            f"/v1/topics/{name}/groups/g", json={"startFrom": "earliest", **group}
+        ).status_code
+        == 200
+    )
+    return client
+
+
+def test_sse_stream_pushes_messages_as_they_are_published(api: str, services: Services) -> None:
+    org = new_organisation(services.database_url, tier="pro")
+    client = setup_topic(api, org.keys["production"].secret, "push.events", 2)
+    member = client.post("/v1/topics/push.events/groups/g/members", json={}).json()["memberId"]
+    received: list[dict[str, object]] = []
+
+    def listen() -> None:
+        with client.stream(
+            "GET", f"/v1/topics/push.events/groups/g/members/{member}/stream", timeout=30
+        ) as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            for line in response.iter_lines():
+                if line.startswith("data:"):
+                    received.append(json.loads(line[5:]))
+                    if len(received) == 5:
+                        return
+
+    reader = threading.Thread(target=listen, daemon=True)
+    reader.start()
+    time.sleep(0.5)  # the stream is open and idle before anything is published
+    for i in range(5):
+        assert (
+            client.post(
+                "/v1/topics/push.events/messages", json={"data": {"n": i}, "key": "k"}
+            ).status_code
+            == 201
+        )
+    reader.join(20)
+    assert sorted(m["data"]["n"] for m in received) == [0, 1, 2, 3, 4]  # type: ignore[index]
+    assert all(m["attempt"] == 1 and str(m["ackId"]).startswith("ack_") for m in received)
+    acked = client.post(
+        "/v1/topics/push.events/groups/g/ack", json={"ackIds": [m["ackId"] for m in received]}
+    )
+    assert len(acked.json()["acked"]) == 5
+
+
+def test_kill_9_of_one_consumer_leaves_every_message_acked_exactly_once(
+    api: str, services: Services, tmp_path: Path
+) -> None:
+    org = new_organisation(services.database_url, tier="pro")
+    key = org.keys["production"].secret
+    client = setup_topic(api, key, "work.items", 4, ackTimeout="2s", sessionTimeout="3s")
+    histories = [tmp_path / "a.log", tmp_path / "b.log"]
+    consumers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.support.consumer_proc",
+                api,
+                key,
+                "work.items",
+                "g",
+                str(path),
+            ],
+            stderr=subprocess.DEVNULL,
+        )
+        for path in histories
+    ]
+    total = 400
+    try:
+        for batch in range(8):
+            messages = [{"data": {"n": batch * 50 + i}} for i in range(50)]
+            assert (
+                client.post(
+                    "/v1/topics/work.items/messages/batch", json={"messages": messages}
+                ).status_code
+                == 201
+            )
+            if batch == 3:
+                time.sleep(1.0)
+                consumers[0].send_signal(signal.SIGKILL)
+            time.sleep(0.3)
+
+        def drained() -> bool:
+            offsets = client.get("/v1/topics/work.items/groups/g/offsets").json()["partitions"]
+            return sum(p["lag"] for p in offsets) == 0
+
+        wait_for(drained, 90, "all messages acked")
+    finally:
+        for proc in consumers:
+            proc.kill()
+            proc.wait(10)
+    acks = collections.Counter(
+        tuple(line.split()[1:])
+        for path in histories
+        if path.exists()
+        for line in path.read_text().splitlines()
+        if line.startswith("acked")
+    )
+    assert sum(acks.values()) == total, f"{sum(acks.values())} acks for {total} messages"
+    assert all(count == 1 for count in acks.values()), [k for k, c in acks.items() if c > 1][:5]
+    assert len(acks) == total
+    assert histories[0].exists() and histories[0].read_text(), (
+        "the killed consumer had acked some messages first"
+    )

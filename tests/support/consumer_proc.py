@@ -1,0 +1,52 @@
+"""A consumer process for end-to-end tests: joins a group, pulls, acks, records what happened.
+
+``python -m tests.support.consumer_proc BASE_URL KEY TOPIC GROUP HISTORY_FILE``. Each line of
+the history file is ``acked <partition> <offset>`` for every ack the server accepted, written
+after the ack returned, so a killed process never records an ack it did not get.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import httpx
+
+
+def main(base: str, key: str, topic: str, group: str, history_path: str) -> None:
+    """Consume until killed."""
+    client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    prefix = f"/v1/topics/{topic}/groups/{group}"
+    member = client.post(f"{prefix}/members", json={"clientId": "e2e"}).json()
+    last_beat = time.monotonic()
+    with open(history_path, "a", buffering=1) as history:
+        while True:
+            if time.monotonic() - last_beat > member["heartbeatIntervalMs"] / 1000:
+                beat = client.post(f"{prefix}/members/{member['memberId']}/heartbeat")
+                if beat.status_code == 404:
+                    member = client.post(f"{prefix}/members", json={"clientId": "e2e"}).json()
+                elif beat.json()["shouldRejoin"]:
+                    member = client.post(
+                        f"{prefix}/members", json={"memberId": member["memberId"]}
+                    ).json()
+                last_beat = time.monotonic()
+            pulled = client.post(
+                f"{prefix}/members/{member['memberId']}/pull",
+                json={"maxMessages": 20, "waitMs": 500},
+            )
+            if pulled.status_code != 200:
+                continue
+            messages = pulled.json()["messages"]
+            if not messages:
+                continue
+            by_ack = {m["ackId"]: m for m in messages}
+            response = client.post(f"{prefix}/ack", json={"ackIds": list(by_ack)})
+            if response.status_code == 200:
+                for ack_id in response.json()["acked"]:
+                    history.write(
+                        f"acked {by_ack[ack_id]['partition']} {by_ack[ack_id]['offset']}\n"
+                    )
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:6])
