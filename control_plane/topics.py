@@ -16,6 +16,7 @@ from litestar.params import Body, FromPath
 
 from control_plane.auth import auth_context
 from control_plane.resources import resources_of
+from data_plane import groups
 from data_plane import topics as topic_service
 from data_plane.publish import Published, PublishService
 from data_plane.schemas import (
@@ -26,6 +27,7 @@ from data_plane.schemas import (
     PublishRequest,
     PublishResult,
     TopicList,
+    TopicStats,
     TopicView,
     UpdateTopicRequest,
 )
@@ -113,7 +115,10 @@ class TopicsController(Controller):
         ctx = auth_context(request)
         async with resources_of(request.app).db.connection() as conn:
             found = await topic_service.get_topic(conn, ctx.environment_id, topic)
-        return topic_view(found)
+            stats = await groups.topic_stats(conn, found.id)
+        view = topic_view(found)
+        view.stats = TopicStats(**stats)
+        return view
 
     @patch("/{topic:str}", summary="Raise partitions, change retention or latency class")
     async def update_topic(

@@ -238,3 +238,14 @@ SELECT_DEAD_LETTERS = """
 SELECT id, partition, "offset", message_key, headers, value, published_at_ms, error, attempts, first_delivered_at, dead_at
 FROM dead_letters WHERE group_id = %(group_id)s AND replayed_at IS NULL ORDER BY dead_at, partition, "offset" LIMIT %(limit)s
 """
+
+TOPIC_STATS = """
+SELECT
+  coalesce((SELECT sum(next_offset - start_offset) FROM partitions WHERE topic_id = %(topic_id)s), 0) AS depth,
+  (SELECT count(*) FROM group_deliveries d JOIN consumer_groups g ON g.id = d.group_id
+    WHERE g.topic_id = %(topic_id)s AND d.state = 'leased' AND d.lease_until > now()) AS in_flight,
+  (SELECT count(*) FROM group_members m JOIN consumer_groups g ON g.id = m.group_id
+    WHERE g.topic_id = %(topic_id)s
+      AND m.last_heartbeat_at >= now() - make_interval(secs => m.session_timeout_ms / 1000.0)) AS active_consumers,
+  (SELECT count(*) FROM consumer_groups WHERE topic_id = %(topic_id)s) AS consumer_groups
+"""

@@ -349,3 +349,10 @@ async def list_groups(conn: Conn, environment_id: str, topic: str) -> list[dict[
             await conn.execute(q.LIST_GROUPS, {"topic_id": topic_row["id"]})
         ).fetchall()
     ]
+
+
+async def topic_stats(conn: Conn, topic_id: str) -> dict[str, int]:
+    """Retained messages (depth), leased messages, live consumers and groups of a topic."""
+    row = await (await conn.execute(q.TOPIC_STATS, {"topic_id": topic_id})).fetchone()
+    assert row is not None
+    return {key: int(value) for key, value in row.items()}

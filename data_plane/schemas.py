@@ -31,8 +31,17 @@ class UpdateTopicRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=T
     latency_class: LatencyClass | None = None
 
 
-class TopicView(msgspec.Struct, rename="camel"):
-    """A topic as the API shows it."""
+class TopicStats(msgspec.Struct, rename="camel"):
+    """Retained messages, messages leased to consumers, live consumers, consumer groups."""
+
+    depth: int
+    in_flight: int
+    active_consumers: int
+    consumer_groups: int
+
+
+class TopicView(msgspec.Struct, rename="camel", omit_defaults=True):
+    """A topic as the API shows it; ``stats`` only in the describe response."""
 
     id: str
     name: str
@@ -42,6 +51,7 @@ class TopicView(msgspec.Struct, rename="camel"):
     latency_class: LatencyClass
     status: Literal["active", "deleting"]
     created_at: datetime
+    stats: TopicStats | None = None
 
 
 class TopicList(msgspec.Struct, rename="camel"):

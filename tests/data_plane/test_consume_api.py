@@ -285,3 +285,15 @@ def test_pull_for_unknown_member_is_404(
     response = client.post(f"{group.base}/members/csr_nobody/pull", json={}, headers=group.headers)
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "MEMBER_NOT_FOUND"
+
+
+def test_topic_describe_shows_depth_in_flight_and_active_consumers(
+    client: TestClient, org: NewOrganisation, unique: Callable[[str], str]
+) -> None:
+    group = Group(client, org, unique, partitions=2)
+    group.publish(*range(7))
+    member = group.join()
+    leased = group.pull(member, max_messages=3)
+    group.ack(leased[0]["ackId"])
+    stats = client.get(f"/v1/topics/{group.topic}", headers=group.headers).json()["stats"]
+    assert stats == {"depth": 7, "inFlight": 2, "activeConsumers": 1, "consumerGroups": 1}
