@@ -211,7 +211,6 @@ class DevStack:
             "",
             "QueueCore is running.",
             f"  API:        {base}/v1",
-            f"  Dashboard:  {base}/",
             f"  API docs:   {base}/schema",
             f"  Health:     {base}/readyz",
             f"  Data:       {self.dev.data_dir}   (logs in {self.logs})",
