@@ -1,0 +1,96 @@
+"""How much of the machine's CPU went to processes outside this benchmark during a phase.
+
+On a shared 2-core machine another process's work changes every number; the report says how
+much of it there was instead of hiding it. Ours = this process and every descendant (with the
+children each has already reaped); the rest of the machine's busy time belongs to others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from types import TracebackType
+
+import psutil
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all cores spent not idle since boot."""
+    times = psutil.cpu_times()
+    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
+
+
+def our_cpu_s() -> float:
+    """CPU seconds used by this process tree, including children that already exited."""
+    own = os.times()
+    return (
+        own.user
+        + own.system
+        + own.children_user
+        + own.children_system
+        + _tree_cpu_s(os.getpid(), include_root=False)
+    )
+
+
+def _tree_cpu_s(pid: int, include_root: bool = True) -> float:
+    """CPU seconds of ``pid`` (optionally) and its live descendants, with what each reaped."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)] if include_root else root.children(True)
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            c = proc.cpu_times()
+            total += c.user + c.system + c.children_user + c.children_system
+    return total
+
+
+def _client_cpu_s() -> float:
+    times = psutil.Process().cpu_times()
+    return float(times.user + times.system)
+
+
+class CpuWatch:
+    """``with CpuWatch(groups) as w: …``, then shares of all cores, in per cent.
+
+    ``w.others_pct`` is what processes outside this benchmark used; ``w.groups_pct`` what each
+    named process tree (``{"api": pid, …}``) and this process (``"load generator"``) used.
+    """
+
+    def __init__(self, groups: dict[str, int] | None = None) -> None:
+        self.groups = groups or {}
+        self.others_pct = 0.0
+        self.groups_pct: dict[str, float] = {}
+        self._start: dict[str, float] = {}
+
+    def _sample(self) -> dict[str, float]:
+        sample = {name: _tree_cpu_s(pid) for name, pid in self.groups.items()}
+        sample.update(
+            wall=time.monotonic(),
+            busy=machine_busy_s(),
+            ours=our_cpu_s(),
+            client=_client_cpu_s(),
+        )
+        return sample
+
+    def __enter__(self) -> CpuWatch:
+        self._start = self._sample()
+        return self
+
+    def __exit__(
+        self,
+        _type: type[BaseException] | None,
+        _value: BaseException | None,
+        _tb: TracebackType | None,
+    ) -> None:
+        end = self._sample()
+        delta = {key: end[key] - self._start[key] for key in end}
+        capacity = delta["wall"] * (os.cpu_count() or 1)
+        if capacity <= 0:
+            return
+        self.others_pct = max(0.0, (delta["busy"] - delta["ours"]) / capacity * 100)
+        self.groups_pct = {name: round(delta[name] / capacity * 100, 1) for name in self.groups}
+        self.groups_pct["load generator"] = round(delta["client"] / capacity * 100, 1)

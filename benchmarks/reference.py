@@ -1,0 +1,125 @@
+"""The reference cost of one durable flush on this machine: one S3 PUT + one commit + linger.
+
+Measured on the run's own SeaweedFS and PostgreSQL, so the express-latency target scales with
+the machine the benchmark runs on instead of being a fixed number of milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from infra.object_store import ensure_bucket, s3_client
+
+REFERENCE_BUCKET = "bench-reference"  # apart from QueueCore's bucket, so PUT counts stay exact
+DEFAULT_LINGER_MS = 5.0
+OBJECT_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Median PUT and commit times, the express linger, and where the linger came from."""
+
+    put_p50_ms: float
+    put_p99_ms: float
+    commit_p50_ms: float
+    commit_p99_ms: float
+    linger_ms: float
+    linger_source: str
+
+    @property
+    def flush_ms(self) -> float:
+        """One S3 PUT + one commit + linger."""
+        return self.put_p50_ms + self.commit_p50_ms + self.linger_ms
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values for the JSON report."""
+        return {
+            "put_p50_ms": round(self.put_p50_ms, 3),
+            "put_p99_ms": round(self.put_p99_ms, 3),
+            "commit_p50_ms": round(self.commit_p50_ms, 3),
+            "commit_p99_ms": round(self.commit_p99_ms, 3),
+            "linger_ms": self.linger_ms,
+            "linger_source": self.linger_source,
+            "flush_ms": round(self.flush_ms, 3),
+        }
+
+
+def measure(s3_endpoint: str, database_url: str, samples: int = 200) -> Reference:
+    """Time ``samples`` 1 KiB PUTs and ``samples`` INSERT+COMMITs (after a short warm-up)."""
+    puts = _time_puts(s3_endpoint, samples)
+    commits = _time_commits(database_url, samples)
+    linger_ms, source = express_linger()
+    return Reference(
+        _pct(puts, 50), _pct(puts, 99), _pct(commits, 50), _pct(commits, 99), linger_ms, source
+    )
+
+
+def express_linger() -> tuple[float, str]:
+    """The express linger the API process uses: its setting, else the writer's default."""
+    raw = os.environ.get("QUEUECORE_WRITER_LINGER_MS")
+    if raw:
+        return float(raw), "QUEUECORE_WRITER_LINGER_MS"
+    try:
+        from data_plane.writer import WriterSettings
+    except ImportError:
+        return DEFAULT_LINGER_MS, f"assumed {DEFAULT_LINGER_MS:g} ms (data_plane.writer missing)"
+    return float(WriterSettings.from_env().linger_ms), "data_plane.writer default"
+
+
+def standard_linger() -> float | None:
+    """The standard-class linger of the writer, when the writer exists."""
+    try:
+        from data_plane.writer import WriterSettings
+    except ImportError:
+        return None
+    return float(WriterSettings.from_env().standard_linger_ms)
+
+
+def _time_puts(endpoint: str, samples: int) -> list[float]:
+    ensure_bucket(endpoint, REFERENCE_BUCKET, None, None, "us-east-1")
+    client = s3_client(endpoint, None, None, "us-east-1")
+    body = secrets.token_bytes(OBJECT_BYTES)
+
+    def put(index: int) -> None:
+        client.put_object(Bucket=REFERENCE_BUCKET, Key=f"reference/{index}", Body=body)
+
+    return _timed(put, samples)
+
+
+def _time_commits(database_url: str, samples: int) -> list[float]:
+    with psycopg.connect(database_url) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_reference (id bigserial, body text)")
+        conn.commit()
+        body = "x" * 100
+
+        def insert(_: int) -> None:
+            conn.execute("INSERT INTO bench_reference (body) VALUES (%s)", (body,))
+            conn.commit()
+
+        timings = _timed(insert, samples)
+        conn.execute("DROP TABLE bench_reference")
+        conn.commit()
+    return timings
+
+
+def _timed(operation: Callable[[int], None], samples: int, warmup: int = 20) -> list[float]:
+    for index in range(warmup):
+        operation(-index - 1)
+    timings = []
+    for index in range(samples):
+        began = time.perf_counter()
+        operation(index)
+        timings.append((time.perf_counter() - began) * 1000)
+    return timings
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))]
