@@ -19,6 +19,7 @@ from control_plane.messages import segment_reader
 from control_plane.resources import resources_of
 from data_plane import delivery
 from data_plane.delivery import AckRejected, Delivery, GroupRef
+from data_plane.groups import parse_duration_ms
 from data_plane.notify import PublishListener
 from data_plane.publish import message_id
 from data_plane.read_schemas import iso_timestamp
@@ -127,11 +128,22 @@ async def publish_listener(app: Litestar) -> AsyncIterator[None]:
         await listener.stop()
 
 
+@asynccontextmanager
+async def group_session(
+    request: Request[Any, Any, Any], topic: str, group: str
+) -> AsyncIterator[tuple[delivery.Conn, GroupRef]]:
+    """One transaction on the caller's group: committed when the block ends without error."""
+    async with resources_of(request.app).db.connection() as conn:
+        yield (
+            conn,
+            await delivery.group_ref(conn, auth_context(request).environment_id, topic, group),
+        )
+
+
 async def _pull_once(
     request: Request[Any, Any, Any], topic: str, group: str, member_id: str, limit: int
 ) -> tuple[GroupRef, list[Delivery]]:
-    async with resources_of(request.app).db.connection() as conn:
-        ref = await delivery.group_ref(conn, auth_context(request).environment_id, topic, group)
+    async with group_session(request, topic, group) as (conn, ref):
         return ref, await delivery.pull(conn, segment_reader(request.app), ref, member_id, limit)
 
 
@@ -194,8 +206,7 @@ class ConsumeController(Controller):
         data: Annotated[AckRequest, Body()],
     ) -> Response[dict[str, Any]]:
         """200 with per-id results; 409 ``ACK_REJECTED`` when no id could be acked."""
-        async with resources_of(request.app).db.connection() as conn:
-            ref = await delivery.group_ref(conn, auth_context(request).environment_id, topic, group)
+        async with group_session(request, topic, group) as (conn, ref):
             outcome = await delivery.ack(conn, ref, data.ack_ids)
         if not outcome.done:
             raise AckRejected(outcome.rejected[0]["reason"], rejected=outcome.rejected)
@@ -210,13 +221,10 @@ class ConsumeController(Controller):
         data: Annotated[NackRequest, Body()],
     ) -> dict[str, Any]:
         """The retry waits ``retryDelay · 2^(attempt-1)``."""
-        from data_plane.groups import parse_duration_ms
-
         delay = (
             None if data.retry_delay is None else parse_duration_ms(data.retry_delay, "retryDelay")
         )
-        async with resources_of(request.app).db.connection() as conn:
-            ref = await delivery.group_ref(conn, auth_context(request).environment_id, topic, group)
+        async with group_session(request, topic, group) as (conn, ref):
             return await delivery.nack(
                 conn, segment_reader(request.app), ref, data.ack_id, data.error, delay
             )
@@ -230,8 +238,7 @@ class ConsumeController(Controller):
         data: Annotated[ExtendRequest, Body()],
     ) -> dict[str, Any]:
         """Only current, unexpired leases are extended; the others are listed as not extended."""
-        async with resources_of(request.app).db.connection() as conn:
-            ref = await delivery.group_ref(conn, auth_context(request).environment_id, topic, group)
+        async with group_session(request, topic, group) as (conn, ref):
             extended = await delivery.extend(conn, ref, data.ack_ids, data.seconds)
         return {"extended": extended, "notExtended": sorted(set(data.ack_ids) - set(extended))}
 
@@ -244,8 +251,7 @@ class ConsumeController(Controller):
         partition: Annotated[int | None, QueryParameter(ge=0)] = None,
     ) -> dict[str, Any]:
         """``{current, latest, lag}`` for one partition, or ``{partitions: […]}``."""
-        async with resources_of(request.app).db.connection() as conn:
-            ref = await delivery.group_ref(conn, auth_context(request).environment_id, topic, group)
+        async with group_session(request, topic, group) as (conn, ref):
             rows = await delivery.offsets(conn, ref, partition)
         if partition is not None:
             return {k: v for k, v in rows[0].items() if k != "partition"}
@@ -265,8 +271,7 @@ class ConsumeController(Controller):
         data: Annotated[SeekRequest, Body()],
     ) -> dict[str, Any]:
         """Messages in flight on that partition are forgotten."""
-        async with resources_of(request.app).db.connection() as conn:
-            ref = await delivery.group_ref(conn, auth_context(request).environment_id, topic, group)
+        async with group_session(request, topic, group) as (conn, ref):
             return await delivery.seek(conn, ref, data.partition, data.offset)
 
     @post(
@@ -283,9 +288,8 @@ class ConsumeController(Controller):
         data: Annotated[ResetRequest, Body()],
     ) -> dict[str, Any]:
         """409 ``GROUP_HAS_ACTIVE_MEMBERS`` while consumers are joined."""
-        env = auth_context(request).environment_id
-        async with resources_of(request.app).db.connection() as conn:
-            ref = await delivery.group_ref(conn, env, topic, group)
+        async with group_session(request, topic, group) as (conn, ref):
+            env = auth_context(request).environment_id
             return {"partitions": await delivery.reset(conn, env, ref, data.to)}
 
 

@@ -8,7 +8,6 @@ entry never goes stale; the reader still checks an entry's length against the in
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from data_plane.segment import Message
-from infra.settings import PREFIX, SettingsError
+from infra.settings import int_setting
 
 BlockKey = tuple[str, int, int]
 DEFAULT_CACHE_MAX_BYTES = 64 * 1024 * 1024
@@ -27,15 +26,7 @@ _MESSAGE_OVERHEAD_BYTES = 200
 
 def cache_max_bytes_from_env() -> int:
     """``QUEUECORE_READ_CACHE_MAX_BYTES`` (default 64 MiB; 0 turns the cache off)."""
-    name = PREFIX + "READ_CACHE_MAX_BYTES"
-    raw = os.environ.get(name) or str(DEFAULT_CACHE_MAX_BYTES)
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(name, f"must be an integer, got {raw!r}") from None
-    if value < 0:
-        raise SettingsError(name, f"must be 0 or more, got {value}")
-    return value
+    return int_setting("READ_CACHE_MAX_BYTES", DEFAULT_CACHE_MAX_BYTES, 0, 1 << 40)
 
 
 def block_size_bytes(messages: Sequence[Message]) -> int:

@@ -11,7 +11,6 @@ Running any of them twice leaves the same state as running it once.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,7 +20,7 @@ from psycopg import AsyncConnection
 
 from data_plane import read_queries as q
 from infra.object_store import ObjectStore, S3ObjectStore
-from infra.settings import PREFIX, SettingsError
+from infra.settings import int_setting
 
 Conn = AsyncConnection[dict[str, Any]]
 SEGMENTS_PREFIX = "segments/"
@@ -31,15 +30,7 @@ _KEYS_PER_QUERY = 1000
 
 def orphan_grace_s_from_env() -> int:
     """``QUEUECORE_ORPHAN_GRACE_S``: how old an unreferenced object must be to be deleted."""
-    name = PREFIX + "ORPHAN_GRACE_S"
-    raw = os.environ.get(name) or str(DEFAULT_ORPHAN_GRACE_S)
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(name, f"must be an integer number of seconds, got {raw!r}") from None
-    if value < 0:
-        raise SettingsError(name, f"must be 0 or more, got {value}")
-    return value
+    return int_setting("ORPHAN_GRACE_S", DEFAULT_ORPHAN_GRACE_S, 0, 30 * 86_400)
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,11 @@ def _int(name: str, default: int, low: int, high: int, env: Mapping[str, str] | 
     return value
 
 
+def int_setting(name: str, default: int, low: int, high: int) -> int:
+    """An integer ``QUEUECORE_<name>`` within ``low..high`` (for settings owned by a domain package)."""
+    return _int(name, default, low, high)
+
+
 def _port(name: str, default: int, env: Mapping[str, str] | None = None) -> int:
     return _int(name, default, 1, 65535, env)
 
