@@ -15,6 +15,7 @@ from control_plane.auth import key_authentication
 from control_plane.consume import publish_listener
 from control_plane.errors import EXCEPTION_HANDLERS
 from control_plane.health import HealthController
+from control_plane.rate_limit import rate_limiting
 from control_plane.request_id import add_request_id_header, request_id_middleware
 from control_plane.resources import lifespan
 from control_plane.sessions import SessionController
@@ -31,7 +32,7 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
     qc_logging.configure(settings.logs())
     return Litestar(
         route_handlers=[HealthController, SessionController, v1_router(), *extra_route_handlers],
-        lifespan=[lifespan, key_authentication, publishing, publish_listener],
+        lifespan=[lifespan, rate_limiting, key_authentication, publishing, publish_listener],
         exception_handlers=EXCEPTION_HANDLERS,
         before_send=[add_request_id_header],
         middleware=[request_id_middleware],

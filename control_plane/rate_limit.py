@@ -7,13 +7,17 @@ limit the request ends as ``429 RATE_LIMIT_EXCEEDED`` with ``Retry-After``.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, cast
 
+import redis.asyncio as aioredis
 from litestar import Litestar
 from litestar.datastructures import MutableScopeHeaders
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.resources import resources_of
+from infra import settings
 from tenants import rate_limits
 from tenants.models import AuthContext
 from tenants.rate_limits import Decision, RateLimiter
@@ -30,19 +34,38 @@ def category_of(scope: Scope) -> Category:
     return cast(Category, named) if named in CATEGORIES else DEFAULT_CATEGORY
 
 
+@asynccontextmanager
+async def rate_limiting(app: Litestar) -> AsyncIterator[None]:
+    """Lifespan: the process's limiter, on its own Redis client, closed at shutdown."""
+    resources = resources_of(app)
+    redis = _limiter_redis()
+
+    async def load(organisation_id: str) -> Limits:
+        async with resources.db.connection() as conn:
+            return await rate_limits.organisation_limits(conn, organisation_id)
+
+    app.state.rate_limiter = RateLimiter(redis, load)
+    try:
+        yield
+    finally:
+        await redis.aclose()
+
+
+def _limiter_redis() -> aioredis.Redis:
+    """A Redis client without a per-command socket timeout.
+
+    redis-py wraps every send in ``asyncio.wait_for`` (a new task) when a socket timeout is
+    set; the limiter bounds each whole call with its own timeout instead, so that task would be
+    pure overhead on every request.
+    """
+    return aioredis.Redis.from_url(
+        settings.redis().url, socket_connect_timeout=2, socket_timeout=None
+    )
+
+
 def limiter_of(app: Litestar) -> RateLimiter:
-    """The process's limiter, created on first use from its Redis client and database pool."""
-    limiter = app.state.get("rate_limiter")
-    if limiter is None:
-        resources = resources_of(app)
-
-        async def load(organisation_id: str) -> Limits:
-            async with resources.db.connection() as conn:
-                return await rate_limits.organisation_limits(conn, organisation_id)
-
-        limiter = RateLimiter(resources.redis, load)
-        app.state.rate_limiter = limiter
-    return cast(RateLimiter, limiter)
+    """The process's limiter, created by :func:`rate_limiting`."""
+    return cast(RateLimiter, app.state.rate_limiter)
 
 
 def rate_limit_middleware(app: ASGIApp) -> ASGIApp:

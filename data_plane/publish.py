@@ -145,28 +145,45 @@ class TopicRoute:
 
 
 class TopicDirectory:
-    """Per-process cache of topic routes; a deleted topic is still refused at commit time."""
+    """Per-process cache of topic routes; a deleted topic is still refused at commit time.
+
+    Concurrent publishes to a topic that is not cached share one load of its route.
+    """
 
     def __init__(self, pool: AsyncPool, ttl_s: float = ROUTE_TTL_S) -> None:
         self._pool = pool
         self._ttl_s = ttl_s
         self._routes: dict[tuple[str, str], tuple[float, TopicRoute]] = {}
+        self._loading: dict[tuple[str, str], asyncio.Future[TopicRoute]] = {}
 
     async def get(self, organisation_id: str, environment_id: str, name: str) -> TopicRoute:
         """The route of an active topic, or :class:`TopicNotFound`."""
-        cached = self._routes.get((environment_id, name))
-        now = time.monotonic()
-        if cached is not None and cached[0] > now:
+        where = (environment_id, name)
+        cached = self._routes.get(where)
+        if cached is not None and cached[0] > time.monotonic():
             return cached[1]
-        route = await self._load(organisation_id, environment_id, name)
+        loading = self._loading.get(where)
+        if loading is None:
+            loading = asyncio.ensure_future(self._load(organisation_id, environment_id, name))
+            self._loading[where] = loading
+            loading.add_done_callback(functools.partial(self._loaded, where, time.monotonic()))
+        # Shielded: a publish that gives up does not cancel the load the others wait for.
+        return await asyncio.shield(loading)
+
+    def _loaded(self, where: tuple[str, str], now: float, done: asyncio.Future[TopicRoute]) -> None:
+        if self._loading.get(where) is not done:
+            return  # forgotten while loading: the answer may be stale, do not cache it
+        del self._loading[where]
+        if done.cancelled() or done.exception() is not None:
+            return
         if len(self._routes) >= MAX_CACHED_ROUTES:
             self._routes.clear()
-        self._routes[(environment_id, name)] = (now + self._ttl_s, route)
-        return route
+        self._routes[where] = (now + self._ttl_s, done.result())
 
     def forget(self, environment_id: str, name: str) -> None:
         """Drop a route this process changed or found stale."""
         self._routes.pop((environment_id, name), None)
+        self._loading.pop((environment_id, name), None)
 
     async def _load(self, organisation_id: str, environment_id: str, name: str) -> TopicRoute:
         async with self._pool.connection() as conn:
