@@ -57,6 +57,8 @@ STATUS_BY_CODE: dict[str, int] = {
     "SERVICE_UNAVAILABLE": 503,
 }
 
+CLIENT_GONE = "client disconnected prematurely"  # Litestar's words for a body cut short
+
 _CODE_BY_STATUS = {
     400: "VALIDATION_ERROR",
     401: "UNAUTHORIZED",
@@ -185,8 +187,17 @@ def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response
         message = f"Request body is not valid JSON: {exc.detail}"
     else:
         message = exc.detail
-    code = _CODE_BY_STATUS.get(status, "INTERNAL_ERROR" if status >= 500 else "BAD_REQUEST")
     request_id(request.scope)
+    if message == CLIENT_GONE:
+        # Nobody will read this response: the client hung up while sending its body.
+        log.info("client_disconnected", path=request.url.path)
+        return error_response(
+            request,
+            400,
+            "BAD_REQUEST",
+            "The client disconnected before sending the whole request body",
+        )
+    code = _CODE_BY_STATUS.get(status, "INTERNAL_ERROR" if status >= 500 else "BAD_REQUEST")
     if status >= 500:
         log.error("server_error", code=code, error=message, exc_info=exc)
     return error_response(request, status, code, message, headers=exc.headers)

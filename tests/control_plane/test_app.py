@@ -191,3 +191,45 @@ def test_interactive_docs_are_served(app_client: tuple[TestClient, io.StringIO])
     assert response.status_code == 200
     assert "text/html" in response.headers["content-type"]
     assert "openapi.json" in response.text
+
+
+def test_client_hanging_up_mid_body_is_not_logged_as_a_server_error(
+    app_client: tuple[TestClient, io.StringIO],
+) -> None:
+    client, stream = app_client
+    incoming = [
+        {"type": "http.request", "body": b'{"name": "a", ', "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return incoming.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/test/widgets",
+        "raw_path": b"/test/widgets",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")],
+        "client": ("127.0.0.1", 1),
+        "server": ("testserver", 80),
+        "state": {},
+    }
+    assert client.blocking_portal is not None
+    client.blocking_portal.call(client.app, scope, receive, send)
+    assert sent[0]["status"] == 400
+    lines = [json.loads(line) for line in stream.getvalue().splitlines() if line.startswith("{")]
+    assert any(line.get("event") == "client_disconnected" for line in lines)
+    assert not any(
+        line.get("event") == "server_error" and "disconnected" in str(line.get("error"))
+        for line in lines
+    )
