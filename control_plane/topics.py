@@ -11,7 +11,9 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from litestar import Controller, Litestar, Request, delete, get, patch, post
+import anyio.to_thread
+from litestar import Controller, Litestar, Request, Response, delete, get, patch, post
+from litestar.background_tasks import BackgroundTask
 from litestar.params import Body, FromPath
 
 from control_plane.auth import auth_context
@@ -33,6 +35,9 @@ from data_plane.schemas import (
 )
 from data_plane.topics import Topic
 from data_plane.writer import SegmentWriter, writer_settings
+from observability.logging import get_logger
+
+log = get_logger("queuecore.topics")
 
 
 @asynccontextmanager
@@ -149,13 +154,27 @@ class TopicsController(Controller):
     )
     async def delete_topic(
         self, request: Request[Any, Any, Any], topic: FromPath[str]
-    ) -> TopicView:
+    ) -> Response[TopicView]:
         """The name is free at once; index rows and objects are cleaned up by a Celery task."""
         ctx = auth_context(request)
         async with resources_of(request.app).db.connection() as conn:
             deleted = await topic_service.delete_topic(conn, ctx.environment_id, topic)
         publisher(request.app).topics.forget(ctx.environment_id, topic)
-        return topic_view(deleted)
+        cleanup = BackgroundTask(_queue_topic_cleanup, deleted.id)
+        return Response(topic_view(deleted), status_code=202, background=cleanup)
+
+
+async def _queue_topic_cleanup(topic_id: str) -> None:
+    """Ask a worker to remove the topic's data now; the periodic sweep is the backstop."""
+    from infra.celery_app import celery_app
+
+    def send() -> None:
+        celery_app().send_task("data_plane.delete_topic_data", kwargs={"topic_id": topic_id})
+
+    try:
+        await anyio.to_thread.run_sync(send)
+    except Exception as exc:
+        log.warning("topic_cleanup_not_queued", topic_id=topic_id, error=type(exc).__name__)
 
 
 class PublishController(Controller):

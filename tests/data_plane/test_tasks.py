@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from litestar.testing import TestClient
 
 from data_plane import tasks
@@ -21,6 +22,7 @@ from tests.data_plane.stored import (
     object_store,
     seed_topic,
 )
+from tests.support.processes import wait_for
 from tests.support.services import Services
 from tests.support.tenancy import bearer
 
@@ -180,3 +182,27 @@ def test_the_cleanup_tasks_are_registered_and_scheduled(services: Services) -> N
     }
     assert names <= set(app.tasks)
     assert names == {entry["task"] for entry in app.conf.beat_schedule.values()} & names
+
+
+def test_deleting_a_topic_queues_its_cleanup_at_once(
+    client: TestClient, services: Services, celery_worker: Path, unique: Callable[[str], str]
+) -> None:
+    from tests.support.tenancy import bearer, new_organisation
+
+    org = new_organisation(services.database_url, tier="pro")
+    headers = bearer(org.keys["production"].secret)
+    name = f"gone.{unique('t')}"
+    topic_id = client.post("/v1/topics", json={"name": name}, headers=headers).json()["id"]
+    assert (
+        client.post(f"/v1/topics/{name}/messages", json={"data": 1}, headers=headers).status_code
+        == 201
+    )
+    assert client.delete(f"/v1/topics/{name}", headers=headers).status_code == 202
+
+    def topic_row_gone() -> bool:
+        with psycopg.connect(services.database_url) as conn:
+            return (
+                conn.execute("SELECT 1 FROM topics WHERE id = %s", (topic_id,)).fetchone() is None
+            )
+
+    wait_for(topic_row_gone, 30, "topic data removed by the worker")
