@@ -23,6 +23,8 @@ ERROR_BACKOFF_S = 0.01
 Send = Callable[[int], Awaitable[int]]
 # One timed publish: returns the server-reported latency in ms when it gives one.
 Probe = Callable[[], Awaitable[float | None]]
+# The same, told its index and scheduled send time (``loop.time()``), to stamp them in a message.
+StampedProbe = Callable[[int, float], Awaitable[float | None]]
 
 
 @dataclass
@@ -140,6 +142,24 @@ async def open_loop(
     ends, unanswered sends get ``drain_s`` more; any still waiting then are cancelled and counted
     as ``unanswered`` with their wait so far as latency (a lower bound: the system saturated).
     """
+
+    async def unstamped(_index: int, _scheduled: float) -> float | None:
+        return await probe()
+
+    return await open_loop_stamped(
+        unstamped, rate_per_s, duration_s, warmup_s, max_in_flight, drain_s
+    )
+
+
+async def open_loop_stamped(
+    probe: StampedProbe,
+    rate_per_s: float,
+    duration_s: float,
+    warmup_s: float,
+    max_in_flight: int,
+    drain_s: float,
+) -> Latency:
+    """:func:`open_loop`, with each probe given its index and scheduled time (``loop.time()``)."""
     result = Latency(rate_per_s)
     slots = asyncio.Semaphore(max_in_flight)
     total = int((warmup_s + duration_s) * rate_per_s)
@@ -151,7 +171,7 @@ async def open_loop(
     async def one(index: int, scheduled: float) -> None:
         try:
             async with slots:
-                server_ms = await probe()
+                server_ms = await probe(index, scheduled)
         except Exception as exc:
             if index >= warm:
                 result.errors += 1

@@ -25,8 +25,10 @@ from data_plane.publish import message_id
 from data_plane.read_schemas import iso_timestamp
 from infra import settings
 from infra.errors import QueueCoreError
+from observability.logging import get_logger
 
 KEEPALIVE_S = 15.0
+log = get_logger("queuecore.consume")
 STREAM_BATCH = 100
 
 
@@ -305,15 +307,24 @@ async def _events(
                 event="message",
                 id=item.ack_id,
             )
-        if not items:
-            await _wait_for_work(request, ref, member_id, KEEPALIVE_S)
         try:
+            if not items:
+                await _wait_for_work(request, ref, member_id, KEEPALIVE_S)
             _, items = await _pull_once(request, ref.topic, ref.name, member_id, STREAM_BATCH)
         except QueueCoreError as exc:
-            yield ServerSentEventMessage(
-                data=msgspec.json.encode({"code": exc.code, "message": exc.message}).decode(),
-                event="error",
-            )
+            yield _error_event(exc.code, exc.message)
+            return
+        except Exception as exc:
+            # The stream's response has started: a failure can only end it, with a reason.
+            log.warning("stream_failed", member_id=member_id, error=type(exc).__name__)
+            yield _error_event("SERVICE_UNAVAILABLE", "The stream failed; reconnect to continue.")
             return
         if not items:
             yield ServerSentEventMessage(comment="keepalive", data=None)
+
+
+def _error_event(code: str, message: str) -> ServerSentEventMessage:
+    """The last event of a stream that cannot go on."""
+    return ServerSentEventMessage(
+        data=msgspec.json.encode({"code": code, "message": message}).decode(), event="error"
+    )

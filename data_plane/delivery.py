@@ -298,24 +298,46 @@ def _refusal(ref: GroupRef, row: dict[str, Any] | None) -> str | None:
 
 
 async def ack(conn: Conn, ref: GroupRef, ack_ids: list[str]) -> AckOutcome:
-    """Settle leases as done; each id is judged on its own."""
-    done: list[str] = []
-    rejected: list[dict[str, str]] = []
-    for ack_id in sorted(set(ack_ids)):
-        row = await _locked_lease(conn, ref, ack_id)
-        reason = _refusal(ref, row)
-        if reason:
-            rejected.append({"ackId": ack_id, "reason": reason})
-            continue
-        assert row is not None
-        if row["state"] == "leased":
-            await conn.execute(
-                q.MARK_ACKED,
-                {"group_id": ref.id, "partition": row["partition"], "offset": row["offset"]},
-            )
-            await _commit_progress(conn, ref.id, row["partition"])
-        done.append(ack_id)
+    """Settle leases as done, set-based; each id is judged on its own.
+
+    Partition rows are locked in partition order before any delivery row, the order pulls use,
+    so an ack spanning partitions cannot deadlock with a pull.
+    """
+    wanted = sorted(set(ack_ids))
+    rows = {
+        row["ack_id"]: dict(row)
+        for row in await (
+            await conn.execute(q.SELECT_LEASES_BY_ACK_IDS, {"group_id": ref.id, "ack_ids": wanted})
+        ).fetchall()
+    }
+    partitions = sorted({row["partition"] for row in rows.values()})
+    if partitions:
+        await conn.execute(q.LOCK_GROUP_PARTITIONS, {"group_id": ref.id, "partitions": partitions})
+    acked = await (
+        await conn.execute(
+            q.ACK_LEASES, {"group_id": ref.id, "ack_ids": wanted, "strict": ref.exactly_once}
+        )
+    ).fetchall()
+    for partition in sorted({row["partition"] for row in acked}):
+        await _commit_progress(conn, ref.id, partition)
+    now_done = {row["ack_id"] for row in acked}
+    done = [a for a in wanted if a in now_done or (a in rows and rows[a]["state"] == "acked")]
+    rejected = [
+        {"ackId": a, "reason": _refusal(ref, rows.get(a)) or "the lease ended"}
+        for a in wanted
+        if a not in done
+    ]
     return AckOutcome(done, rejected)
+
+
+async def _lock_partitions_of(conn: Conn, ref: GroupRef, ack_ids: list[str]) -> None:
+    """Lock the partitions these leases belong to, in partition order (as pulls do)."""
+    found = await (
+        await conn.execute(q.SELECT_LEASES_BY_ACK_IDS, {"group_id": ref.id, "ack_ids": ack_ids})
+    ).fetchall()
+    partitions = sorted({row["partition"] for row in found})
+    if partitions:
+        await conn.execute(q.LOCK_GROUP_PARTITIONS, {"group_id": ref.id, "partitions": partitions})
 
 
 def backoff_ms(base_ms: int, attempt: int) -> int:
@@ -363,6 +385,7 @@ async def extend(conn: Conn, ref: GroupRef, ack_ids: list[str], seconds: int) ->
     """Push the end of current, unexpired leases ``seconds`` from now."""
     if not 1 <= seconds <= 43_200:
         raise ValidationFailed("seconds must be between 1 and 43200", field="seconds")
+    await _lock_partitions_of(conn, ref, ack_ids)
     rows = await (
         await conn.execute(
             q.EXTEND_LEASE, {"group_id": ref.id, "ack_ids": ack_ids, "seconds": seconds}

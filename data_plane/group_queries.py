@@ -249,3 +249,20 @@ SELECT
       AND m.last_heartbeat_at >= now() - make_interval(secs => m.session_timeout_ms / 1000.0)) AS active_consumers,
   (SELECT count(*) FROM consumer_groups WHERE topic_id = %(topic_id)s) AS consumer_groups
 """
+
+SELECT_LEASES_BY_ACK_IDS = """
+SELECT ack_id, partition, "offset", state, lease_until <= now() AS expired FROM group_deliveries
+WHERE group_id = %(group_id)s AND ack_id = ANY(%(ack_ids)s)
+"""
+
+LOCK_GROUP_PARTITIONS = """
+SELECT partition FROM group_partitions
+WHERE group_id = %(group_id)s AND partition = ANY(%(partitions)s) ORDER BY partition FOR UPDATE
+"""
+
+ACK_LEASES = """
+UPDATE group_deliveries SET state = 'acked', lease_until = NULL, updated_at = now()
+WHERE group_id = %(group_id)s AND ack_id = ANY(%(ack_ids)s) AND state = 'leased'
+  AND (NOT %(strict)s OR lease_until > now())
+RETURNING ack_id, partition
+"""

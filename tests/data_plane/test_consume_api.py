@@ -297,3 +297,46 @@ def test_topic_describe_shows_depth_in_flight_and_active_consumers(
     group.ack(leased[0]["ackId"])
     stats = client.get(f"/v1/topics/{group.topic}", headers=group.headers).json()["stats"]
     assert stats == {"depth": 7, "inFlight": 2, "activeConsumers": 1, "consumerGroups": 1}
+
+
+def test_acks_spanning_partitions_race_pulls_without_errors(
+    client: TestClient, org: NewOrganisation, unique: Callable[[str], str]
+) -> None:
+    import threading
+
+    group = Group(client, org, unique, partitions=4)
+    member = group.join()
+    group.publish(*range(400))
+    leased = group.pull(member, max_messages=400)
+    assert len(leased) == 400
+    # Ack ids across all partitions, highest partition first, while the same member keeps pulling.
+    ordered = sorted(leased, key=lambda m: (-m["partition"], m["offset"]))
+    batches = [[m["ackId"] for m in ordered[i::100]] for i in range(100)]
+    failures: list[int] = []
+    stop = threading.Event()
+
+    def keep_pulling() -> None:
+        while not stop.is_set():
+            status = client.post(
+                f"{group.base}/members/{member}/pull",
+                json={"maxMessages": 10},
+                headers=group.headers,
+            ).status_code
+            if status != 200:
+                failures.append(status)
+
+    pullers = [threading.Thread(target=keep_pulling) for _ in range(3)]
+    for puller in pullers:
+        puller.start()
+    try:
+        for batch in batches:
+            response = group.ack(*batch)
+            if response.status_code != 200:
+                failures.append(response.status_code)
+    finally:
+        stop.set()
+        for puller in pullers:
+            puller.join(30)
+    assert failures == []
+    offsets = client.get(f"{group.base}/offsets", headers=group.headers).json()["partitions"]
+    assert sum(p["lag"] for p in offsets) == 0
