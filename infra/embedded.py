@@ -338,7 +338,8 @@ class EmbeddedS3(EmbeddedService):
                 "-s3.port.iceberg=0",
                 "-s3.port.lance=0",
                 "-master.telemetry=false",
-                "-master.volumeSizeLimitMB=1024", "-volume.max=0",
+                "-master.volumeSizeLimitMB=1024",
+                "-volume.max=0",
                 "-volume.preStopSeconds=0",
             ]
         )
