@@ -346,10 +346,15 @@ class EmbeddedS3(EmbeddedService):
         wait_until(self._bucket_ready, timeout_s, "SeaweedFS S3", self.process, self.log_path)
 
     def _bucket_ready(self) -> bool:
-        from infra.object_store import ensure_bucket
+        """The bucket exists and a write and read go through (volume servers registered)."""
+        from infra.object_store import ensure_bucket, s3_client
 
         ensure_bucket(self.endpoint_url, self.bucket, None, None, "us-east-1")
-        return True
+        client = s3_client(self.endpoint_url, None, None, "us-east-1")
+        client.put_object(Bucket=self.bucket, Key=".queuecore-probe", Body=b"ok")
+        body = client.get_object(Bucket=self.bucket, Key=".queuecore-probe")["Body"].read()
+        client.delete_object(Bucket=self.bucket, Key=".queuecore-probe")
+        return bool(body == b"ok")
 
 
 class EmbeddedRedis(EmbeddedService):

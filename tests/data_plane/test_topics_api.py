@@ -212,7 +212,8 @@ def test_delete_answers_at_once_hides_the_topic_and_frees_the_name(
     assert second.json()["id"] != first["id"]
     with connect(services.database_url) as conn:
         status = conn.execute("SELECT status FROM topics WHERE id = %s", (first["id"],)).fetchone()
-    assert status == {"status": "deleting"}
+    # Still marked for the cleanup task, or already removed by it (a worker may be running).
+    assert status in ({"status": "deleting"}, None)
 
 
 def test_developer_tier_limits_partitions_and_retention(
