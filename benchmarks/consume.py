@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import shutil
-import signal
 import sys
-import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +26,7 @@ from benchmarks.consume_report import render
 from benchmarks.consumer_client import PULLED, STREAMED, Acker
 from benchmarks.cpu import CpuWatch
 from benchmarks.load import Latency, open_loop_stamped, payloads
-from benchmarks.publish import JSON_HEADERS, _postgres_version, _seaweedfs_version, _step, run
-from benchmarks.report import machine
+from benchmarks.publish import JSON_HEADERS, _postgres_version, _step, run, run_benchmark
 from infra.embedded import HOST, free_port_block
 
 PEERS = ("redis", "rabbitmq")
@@ -476,26 +471,7 @@ def parse_args(argv: list[str] | None) -> tuple[Config, argparse.Namespace]:
 def main(argv: list[str] | None = None) -> int:
     """Run every phase, print the table, optionally write the JSON results."""
     cfg, args = parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    root = Path(tempfile.mkdtemp(prefix="queuecore-consume-bench-"))
-    results: dict[str, Any] = {"config": asdict(cfg), "machine": machine()}
-    results["seaweedfs_version"] = _seaweedfs_version()
-    began = time.monotonic()
-    try:
-        with CpuWatch() as watch:
-            run_queuecore(cfg, root, results)
-            run_peers(cfg, root, results)
-        results["others_cpu_pct"] = round(watch.others_pct, 1)
-    finally:
-        results["wall_clock_s"] = round(time.monotonic() - began, 1)
-        if args.keep or results.get("queuecore_error"):
-            _step(f"data and logs kept in {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
-    print(render(results))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
-    return 1 if results.get("queuecore_error") else 0
+    return run_benchmark("queuecore-consume-bench-", cfg, args, run_queuecore, run_peers, render)
 
 
 if __name__ == "__main__":

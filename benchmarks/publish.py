@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -323,19 +323,25 @@ def parse_args(argv: list[str] | None) -> tuple[Config, argparse.Namespace]:
     return cfg, args
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run every phase, print the table, optionally write the JSON results."""
-    cfg, args = parse_args(argv)
+def run_benchmark(
+    prefix: str,
+    cfg: Any,
+    args: argparse.Namespace,
+    queuecore: Callable[[Any, Path, dict[str, Any]], None],
+    peers_phase: Callable[[Any, Path, dict[str, Any]], None],
+    render_table: Callable[[dict[str, Any]], str],
+) -> int:
+    """Run QueueCore's phases then the peers' in a temp dir, print the table, write the JSON."""
     # A SIGTERM (timeout, CI) unwinds like Ctrl-C, so every server started is stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    root = Path(tempfile.mkdtemp(prefix="queuecore-bench-"))
+    root = Path(tempfile.mkdtemp(prefix=prefix))
     results: dict[str, Any] = {"config": asdict(cfg), "machine": machine()}
     results["seaweedfs_version"] = _seaweedfs_version()
     began = time.monotonic()
     try:
         with CpuWatch() as watch:
-            run_queuecore(cfg, root, results)
-            run_peers(cfg, root, results)
+            queuecore(cfg, root, results)
+            peers_phase(cfg, root, results)
         results["others_cpu_pct"] = round(watch.others_pct, 1)
     finally:
         results["wall_clock_s"] = round(time.monotonic() - began, 1)
@@ -343,10 +349,16 @@ def main(argv: list[str] | None = None) -> int:
             _step(f"data and logs kept in {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
-    print(render(results))
+    print(render_table(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 1 if results.get("queuecore_error") else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every phase, print the table, optionally write the JSON results."""
+    cfg, args = parse_args(argv)
+    return run_benchmark("queuecore-bench-", cfg, args, run_queuecore, run_peers, render)
 
 
 if __name__ == "__main__":
