@@ -209,7 +209,13 @@ def _backing_service_down(exc: BaseException) -> str | None:
     import psycopg
     import psycopg_pool
     import redis
+    from psycopg import errors as pg_errors
 
+    if isinstance(
+        exc,
+        pg_errors.TransactionRollback | pg_errors.DeadlockDetected | pg_errors.SerializationFailure,
+    ):
+        return None  # a deadlock or serialisation failure: handled as a conflict, not an outage
     if isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout):
         return "the metadata store"
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
@@ -224,9 +230,28 @@ def _backing_service_down(exc: BaseException) -> str | None:
     return None
 
 
+def _is_transaction_conflict(exc: BaseException) -> bool:
+    """PostgreSQL rolled the transaction back (deadlock, serialisation failure): safe to retry."""
+    from psycopg import errors as pg_errors
+
+    return isinstance(
+        exc,
+        pg_errors.TransactionRollback | pg_errors.DeadlockDetected | pg_errors.SerializationFailure,
+    )
+
+
 def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     """A backing service down is a retryable 503; anything else is a bug: trace in the log only."""
     request_id(request.scope)
+    if _is_transaction_conflict(exc):
+        log.warning("transaction_conflict", error=type(exc).__name__, path=request.url.path)
+        return error_response(
+            request,
+            503,
+            "SERVICE_UNAVAILABLE",
+            "A concurrent update conflicted with this request; nothing was changed. Retry it.",
+            headers={"Retry-After": "1"},
+        )
     service = _backing_service_down(exc)
     if service is not None:
         log.warning(

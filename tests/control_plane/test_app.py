@@ -40,6 +40,14 @@ async def boom() -> None:
     raise RuntimeError("secret internal detail: password=hunter2")
 
 
+@get("/test/deadlock")
+async def deadlock() -> None:
+    """Fail the way PostgreSQL reports a deadlock."""
+    import psycopg
+
+    raise psycopg.errors.DeadlockDetected("deadlock detected")
+
+
 @get("/test/log")
 async def log_something() -> dict[str, str]:
     """Log from inside a handler, as real handlers do."""
@@ -52,7 +60,7 @@ def app_client(services: Services) -> Iterator[tuple[TestClient, io.StringIO]]:
     """The real application plus test-only routes, logging JSON into a buffer we can read."""
     from control_plane.app import create_app
 
-    app = create_app(extra_route_handlers=[create_widget, boom, log_something])
+    app = create_app(extra_route_handlers=[create_widget, boom, log_something, deadlock])
     stream = io.StringIO()
     qc_logging.configure(settings.LogSettings(level="INFO", format="json"), stream=stream)
     with TestClient(app=app, raise_server_exceptions=False) as client:
@@ -233,3 +241,13 @@ def test_client_hanging_up_mid_body_is_not_logged_as_a_server_error(
         line.get("event") == "server_error" and "disconnected" in str(line.get("error"))
         for line in lines
     )
+
+
+def test_a_database_deadlock_is_a_retryable_503_not_an_outage(
+    app_client: tuple[TestClient, io.StringIO],
+) -> None:
+    client, _ = app_client
+    response = client.get("/test/deadlock")
+    error = assert_error(response, 503, "SERVICE_UNAVAILABLE")
+    assert "Retry" in error["message"] and "cannot reach" not in error["message"]
+    assert response.headers["retry-after"] == "1"
