@@ -20,13 +20,13 @@ from typing import Any
 import httpx
 import msgspec
 
-from benchmarks import consume_peers, peers, rawhttp, reference
+from benchmarks import consume_peers, peers, rawhttp
 from benchmarks._stack import Stack
 from benchmarks.consume_report import render
 from benchmarks.consumer_client import PULLED, STREAMED, Acker
 from benchmarks.cpu import CpuWatch
 from benchmarks.load import Latency, open_loop_stamped, payloads
-from benchmarks.publish import JSON_HEADERS, _postgres_version, _step, run, run_benchmark
+from benchmarks.publish import JSON_HEADERS, _step, run, run_benchmark, start_measured_stack
 from infra.embedded import HOST, free_port_block
 
 PEERS = ("redis", "rabbitmq")
@@ -356,16 +356,7 @@ def run_queuecore(cfg: Config, root: Path, results: dict[str, Any]) -> None:
     """Start the stack, measure the reference cost and both QueueCore phases, stop the stack."""
     stack = Stack(root / "queuecore", cfg.workers)
     try:
-        _step("starting PostgreSQL, SeaweedFS S3 and Redis")
-        stack.start_services()
-        results["postgres_version"] = _postgres_version(stack.postgres.url)
-        _step(f"reference cost: {cfg.reference_samples} S3 PUTs and commits")
-        results["reference"] = reference.measure(
-            stack.s3.endpoint_url, stack.postgres.url, cfg.reference_samples
-        ).as_dict()
-        _step(f"starting queuecore serve --workers {cfg.workers}")
-        stack.start_api()
-        stack.create_tenant()
+        start_measured_stack(stack, cfg.reference_samples, results)
         for topic in (E2E_TOPIC, DRAIN_TOPIC):
             stack.create_topic(topic, "express", cfg.partitions)
         results["queuecore"] = run(_queuecore_phases(stack, cfg))

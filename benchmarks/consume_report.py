@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.report import NOT_MEASURED
+from benchmarks.report import NOT_MEASURED, cpu_note, cpu_shares
 
 THROUGHPUT_FACTOR = 3.0  # consume+ack ≥ 3x RabbitMQ quorum queues
 LATENCY_FACTOR = 3.0  # e2e p99 ≤ 3x (one S3 PUT + one commit + linger)
@@ -175,22 +175,11 @@ def _cpu(results: dict[str, Any]) -> str:
     for phase, label in (("e2e", "e2e latency"), ("drain", "consume+ack")):
         run = _qc(results, phase)
         if run and "cpu_pct_by_process" in run:
-            phases.append(f"QueueCore {label}: {_shares(run)}")
+            phases.append(f"QueueCore {label}: {cpu_shares(run)}")
     for name, run in _peer_drains(results):
         if run and "cpu_pct_by_process" in run:
-            phases.append(f"{name} consume+ack: {_shares(run)}")
-    overall = results.get("others_cpu_pct")
-    warning = " (numbers disturbed: rerun on a quiet machine)" if (overall or 0) > 5 else ""
-    lines = "".join(f"\n  - {phase}" for phase in phases)
-    return (
-        f"- CPU by process, as a share of all cores; `others` = processes outside this benchmark "
-        f"(whole run: {overall if overall is not None else '?'}%{warning}):{lines}"
-    )
-
-
-def _shares(run: dict[str, Any]) -> str:
-    shares = {**run.get("cpu_pct_by_process", {}), "others": run.get("others_cpu_pct", 0)}
-    return ", ".join(f"{name} {pct:g}%" for name, pct in shares.items())
+            phases.append(f"{name} consume+ack: {cpu_shares(run)}")
+    return cpu_note(results, phases)
 
 
 def _machine(results: dict[str, Any]) -> list[str]:

@@ -19,11 +19,11 @@ from typing import Any
 from benchmarks.load import Send, Throughput, closed_loop
 from infra.embedded import (
     HOST,
-    EmbeddedService,
+    EmbeddedRedis,
     ServiceError,
-    _redis_binary,
     die_with_parent,
     free_port_block,
+    redis_binary,
     wait_until,
 )
 
@@ -33,54 +33,17 @@ CONFIRM_TIMEOUT_S = 30
 STREAM_MAXLEN = 200_000  # trimmed approximately, as a stream with retention would be
 
 
-class FsyncRedis(EmbeddedService):
+class FsyncRedis(EmbeddedRedis):
     """A dedicated ``redis-server`` that fsyncs its append-only file before every reply."""
 
     def __init__(self, data_dir: Path, log_dir: Path, port: int) -> None:
-        super().__init__("redis-peer", data_dir, log_dir)
-        self.port = port
-
-    def start(self, timeout_s: float = 30) -> None:
-        """Start with ``appendonly yes``, ``appendfsync always``, no snapshots, no AOF rewrite."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.spawn(
-            [
-                _redis_binary(),
-                "--port",
-                str(self.port),
-                "--bind",
-                HOST,
-                "--dir",
-                str(self.data_dir),
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--save",
-                "",
-                "--auto-aof-rewrite-percentage",
-                "0",
-                "--daemonize",
-                "no",
-                "--pidfile",
-                "",
-            ]
-        )
-        wait_until(self._pong, timeout_s, "Redis peer", self.process, self.log_path)
-
-    def _pong(self) -> bool:
-        import redis
-
-        client = redis.Redis(host=HOST, port=self.port, socket_timeout=2)
-        try:
-            return bool(client.ping())
-        finally:
-            client.close()
+        fsync_always = ("--appendfsync", "always", "--auto-aof-rewrite-percentage", "0")
+        super().__init__(data_dir, log_dir, port, extra_args=fsync_always, name="redis-peer")
 
     def version(self) -> str:
         """``redis-server --version``, shortened."""
         out = subprocess.run(
-            [_redis_binary(), "--version"], capture_output=True, text=True, check=False
+            [redis_binary(), "--version"], capture_output=True, text=True, check=False
         ).stdout
         found = re.search(r"v=(\S+)", out)
         return found.group(1) if found else "?"
@@ -89,7 +52,7 @@ class FsyncRedis(EmbeddedService):
 def redis_missing() -> str | None:
     """Why the Redis peer cannot run, or None."""
     try:
-        _redis_binary()
+        redis_binary()
     except (ServiceError, ImportError) as exc:
         return f"redis-server not found ({exc})"
     return None

@@ -75,21 +75,26 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
         return runner.run(coro)
 
 
+def start_measured_stack(stack: Stack, reference_samples: int, results: dict[str, Any]) -> None:
+    """Start the services, measure the reference cost on them, then the API and a tenant."""
+    _step("starting PostgreSQL, SeaweedFS S3 and Redis")
+    stack.start_services()
+    results["postgres_version"] = _postgres_version(stack.postgres.url)
+    _step(f"reference cost: {reference_samples} S3 PUTs and commits")
+    results["reference"] = reference.measure(
+        stack.s3.endpoint_url, stack.postgres.url, reference_samples
+    ).as_dict()
+    _step(f"starting queuecore serve --workers {stack.workers}")
+    stack.start_api()
+    stack.create_tenant()
+
+
 def run_queuecore(cfg: Config, root: Path, results: dict[str, Any]) -> None:
     """Start the stack, measure every QueueCore phase and the reference cost, stop the stack."""
     stack = Stack(root / "queuecore", cfg.workers)
     try:
-        _step("starting PostgreSQL, SeaweedFS S3 and Redis")
-        stack.start_services()
-        results["postgres_version"] = _postgres_version(stack.postgres.url)
-        _step(f"reference cost: {cfg.reference_samples} S3 PUTs and commits")
-        results["reference"] = reference.measure(
-            stack.s3.endpoint_url, stack.postgres.url, cfg.reference_samples
-        ).as_dict()
+        start_measured_stack(stack, cfg.reference_samples, results)
         results["standard_linger_ms"] = reference.standard_linger()
-        _step(f"starting queuecore serve --workers {cfg.workers}")
-        stack.start_api()
-        stack.create_tenant()
         for name, latency_class in TOPICS:
             stack.create_topic(name, latency_class)
         results["queuecore"] = run(_http_phases(stack, cfg))

@@ -218,11 +218,16 @@ def _contention(results: dict[str, Any]) -> str:
     for phase in ("batched", "single", "express", "standard"):
         run = _qc(results, phase)
         if run and "others_cpu_pct" in run:
-            phases.append(f"QueueCore {phase}: {_shares(run)}")
+            phases.append(f"QueueCore {phase}: {cpu_shares(run)}")
     for name in ("redis", "rabbitmq"):
         peer = _peer(results, name)
         if peer.get("status") == "ok":
-            phases.append(f"{name}: {_shares(peer['batched'])}")
+            phases.append(f"{name}: {cpu_shares(peer['batched'])}")
+    return cpu_note(results, phases)
+
+
+def cpu_note(results: dict[str, Any], phases: list[str]) -> str:
+    """The CPU-by-process note, flagged when other processes disturbed the run."""
     overall = results.get("others_cpu_pct")
     warning = " (numbers disturbed: rerun on a quiet machine)" if (overall or 0) > 5 else ""
     lines = "".join(f"\n  - {phase}" for phase in phases)
@@ -232,7 +237,8 @@ def _contention(results: dict[str, Any]) -> str:
     )
 
 
-def _shares(run: dict[str, Any]) -> str:
+def cpu_shares(run: dict[str, Any]) -> str:
+    """One phase's CPU split, ``name pct%`` per process group."""
     shares = {**run.get("cpu_pct_by_process", {}), "others": run.get("others_cpu_pct", 0)}
     return ", ".join(f"{name} {pct:g}%" for name, pct in shares.items())
 

