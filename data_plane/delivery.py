@@ -304,15 +304,7 @@ async def ack(conn: Conn, ref: GroupRef, ack_ids: list[str]) -> AckOutcome:
     so an ack spanning partitions cannot deadlock with a pull.
     """
     wanted = sorted(set(ack_ids))
-    rows = {
-        row["ack_id"]: dict(row)
-        for row in await (
-            await conn.execute(q.SELECT_LEASES_BY_ACK_IDS, {"group_id": ref.id, "ack_ids": wanted})
-        ).fetchall()
-    }
-    partitions = sorted({row["partition"] for row in rows.values()})
-    if partitions:
-        await conn.execute(q.LOCK_GROUP_PARTITIONS, {"group_id": ref.id, "partitions": partitions})
+    rows = {row["ack_id"]: row for row in await _lock_partitions_of(conn, ref, wanted)}
     acked = await (
         await conn.execute(
             q.ACK_LEASES, {"group_id": ref.id, "ack_ids": wanted, "strict": ref.exactly_once}
@@ -330,14 +322,17 @@ async def ack(conn: Conn, ref: GroupRef, ack_ids: list[str]) -> AckOutcome:
     return AckOutcome(done, rejected)
 
 
-async def _lock_partitions_of(conn: Conn, ref: GroupRef, ack_ids: list[str]) -> None:
-    """Lock the partitions these leases belong to, in partition order (as pulls do)."""
+async def _lock_partitions_of(
+    conn: Conn, ref: GroupRef, ack_ids: list[str]
+) -> list[dict[str, Any]]:
+    """The leases of these ack ids, after locking their partitions in partition order (as pulls do)."""
     found = await (
         await conn.execute(q.SELECT_LEASES_BY_ACK_IDS, {"group_id": ref.id, "ack_ids": ack_ids})
     ).fetchall()
     partitions = sorted({row["partition"] for row in found})
     if partitions:
         await conn.execute(q.LOCK_GROUP_PARTITIONS, {"group_id": ref.id, "partitions": partitions})
+    return [dict(row) for row in found]
 
 
 def backoff_ms(base_ms: int, attempt: int) -> int:
