@@ -119,7 +119,12 @@ def test_kill_9_of_one_consumer_leaves_every_message_acked_exactly_once(
                 == 201
             )
             if batch == 3:
-                time.sleep(1.0)
+                # Kill it mid-stream: only once it has acked something of its own.
+                wait_for(
+                    lambda: histories[0].exists() and bool(histories[0].read_text()),
+                    60,
+                    "first consumer acking",
+                )
                 consumers[0].send_signal(signal.SIGKILL)
             time.sleep(0.3)
 
