@@ -104,7 +104,7 @@ def test_kill_9_of_one_consumer_leaves_every_message_acked_exactly_once(
                 "g",
                 str(path),
             ],
-            stderr=subprocess.DEVNULL,
+            stderr=path.with_suffix(".err").open("w"),
         )
         for path in histories
     ]
@@ -124,6 +124,8 @@ def test_kill_9_of_one_consumer_leaves_every_message_acked_exactly_once(
                     lambda: histories[0].exists() and bool(histories[0].read_text()),
                     60,
                     "first consumer acking",
+                    consumers[0],
+                    histories[0].with_suffix(".err"),
                 )
                 consumers[0].send_signal(signal.SIGKILL)
             time.sleep(0.3)

@@ -9,13 +9,25 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 import httpx
 
 
+class RetryingClient(httpx.Client):
+    """Retries 429 and 503 after ``Retry-After``, as a client library does."""
+
+    def request(self, *args: Any, **kwargs: Any) -> httpx.Response:  # type: ignore[override]
+        while True:
+            response = super().request(*args, **kwargs)
+            if response.status_code not in (429, 503):
+                return response
+            time.sleep(float(response.headers.get("retry-after", "1")))
+
+
 def main(base: str, key: str, topic: str, group: str, history_path: str) -> None:
     """Consume until killed."""
-    client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    client = RetryingClient(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30)
     prefix = f"/v1/topics/{topic}/groups/{group}"
     member = client.post(f"{prefix}/members", json={"clientId": "e2e"}).json()
     last_beat = time.monotonic()
