@@ -97,6 +97,11 @@ class FaultyObjectStore:
         self._enter("put", key)
         self.inner.put(key, data)
 
+    async def put_async(self, key: str, data: bytes) -> None:
+        """Store, unless a put failure is due."""
+        self._enter("put", key)
+        await self.inner.put_async(key, data)
+
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         """Read, unless a get failure is due."""
         self._enter("get", key)

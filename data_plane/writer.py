@@ -1,9 +1,11 @@
 """The group-commit segment writer: one per API process (DESIGN §4).
 
 Publishes from every tenant and topic wait in one buffer. A flush starts when the earliest
-waiting publish's linger has passed (``express`` topics: a few ms; ``standard``: ~150 ms) or the
-buffer holds ``max_segment_bytes``; it takes everything waiting, encodes ONE segment object with
-one block per (topic, partition), PUTs it, and then in ONE PostgreSQL transaction reserves the
+waiting publish's linger has passed (``express`` topics: a few ms; ``standard``: ~150 ms), when
+the buffer holds ``max_segment_bytes``, or at once when an express publish finds no flush in
+flight (group commit: what arrives during a flush goes together in the next one). It takes
+everything waiting, encodes ONE segment object with one block per (topic, partition), PUTs it,
+and then in ONE PostgreSQL statement (``qc_commit_flush``, its own transaction) reserves the
 offsets (partition rows locked in (topic_id, partition) order), records idempotency keys, inserts
 the object and block index rows and NOTIFYs ``qc_publish``. Only after the commit are the
 publishes answered. A failed PUT or commit fails every publish of the flush with 503 and
@@ -26,7 +28,7 @@ import functools
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -46,7 +48,7 @@ log = get_logger("queuecore.writer")
 
 MAX_INFLIGHT_FLUSHES = 4
 MAX_FLUSH_ATTEMPTS = 3
-NOTIFY_PAYLOAD_MAX = 7_900  # PostgreSQL refuses payloads of 8000 bytes or more
+INLINE_ENCODE_BYTES = 64 * 1024  # smaller flushes encode on the event loop, larger in a thread
 MESSAGE_OVERHEAD_BYTES = 20  # per-message columns in a block (timestamp, lengths)
 
 
@@ -190,24 +192,14 @@ def segment_key(now: datetime | None = None) -> str:
     return f"segments/{day}/{uuid.uuid4().hex}.seg"
 
 
-class _PutFailed(Exception):
-    """The object store refused or could not be reached; nothing of the flush is committed."""
-
-
-def _encode_and_put(
-    objects: ObjectStore, key: str, publishes: list[_Publish]
-) -> tuple[_Layout, int, list[BlockRef]]:
-    """Runs in a worker thread: laying out, encoding and the boto3 PUT all block."""
+def _encode(publishes: list[_Publish]) -> tuple[_Layout, bytes, list[BlockRef]]:
+    """Lay the publishes out in blocks and encode the segment object."""
     layout = _Layout.of(publishes)
     builder = SegmentBuilder()
     for (topic_id, partition), messages in layout.blocks.items():
         builder.add(topic_id, partition, messages)
     data, refs = builder.build()
-    try:
-        objects.put(key, data)
-    except Exception as exc:
-        raise _PutFailed(f"{type(exc).__name__}: {exc}") from exc
-    return layout, len(data), refs
+    return layout, data, refs
 
 
 class SegmentWriter:
@@ -227,6 +219,7 @@ class SegmentWriter:
         self._pending: list[_Publish] = []
         self._pending_bytes = 0
         self._deadline: float | None = None
+        self._express_waiting = False
         self._wakeup = asyncio.Event()
         self._slots = asyncio.Semaphore(MAX_INFLIGHT_FLUSHES)
         self._flushes: set[asyncio.Task[None]] = set()
@@ -269,6 +262,9 @@ class SegmentWriter:
         if self._deadline is None or deadline < self._deadline:
             self._deadline = deadline
             self._wakeup.set()
+        if topic.latency_class != "standard" and not self._express_waiting:
+            self._express_waiting = True
+            self._wakeup.set()
         if self._pending_bytes >= self.settings.max_segment_bytes:
             self._wakeup.set()
         return await asyncio.shield(future)
@@ -282,7 +278,7 @@ class SegmentWriter:
                 return  # closing and drained
             await self._slots.acquire()
             batch, self._pending = self._pending, []
-            self._pending_bytes, self._deadline = 0, None
+            self._pending_bytes, self._deadline, self._express_waiting = 0, None, False
             task = asyncio.create_task(self._flush(batch))
             self._flushes.add(task)
             task.add_done_callback(self._flush_done)
@@ -290,12 +286,13 @@ class SegmentWriter:
     def _flush_done(self, task: asyncio.Task[None]) -> None:
         self._flushes.discard(task)
         self._slots.release()
+        self._wakeup.set()  # express publishes that waited for this flush can go now
 
     async def _wait_until_due(self) -> None:
         while not self._closing:
             if self._pending and self._deadline is not None:
                 delay = self._deadline - time.monotonic()
-                if delay <= 0 or self._pending_bytes >= self.settings.max_segment_bytes:
+                if delay <= 0 or self._due_now():
                     return
             else:
                 delay = None
@@ -303,6 +300,16 @@ class SegmentWriter:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._wakeup.wait()
+
+    def _due_now(self) -> bool:
+        """Before the linger: when the buffer is full, or express publishes wait on an idle writer.
+
+        Group commit as databases do it: with no flush in flight, waiting for company only adds
+        latency; with one in flight, what arrives meanwhile goes together in the next flush.
+        """
+        if self._pending_bytes >= self.settings.max_segment_bytes:
+            return True
+        return self._express_waiting and not self._flushes
 
     async def _flush(self, publishes: list[_Publish]) -> None:
         try:
@@ -328,16 +335,18 @@ class SegmentWriter:
 
     async def _flush_once(self, publishes: list[_Publish]) -> None:
         key = segment_key()
+        if sum(p.size_bytes for p in publishes) < INLINE_ENCODE_BYTES:
+            layout, data, refs = _encode(publishes)
+        else:  # zstd releases the GIL: big flushes compress beside the event loop
+            layout, data, refs = await asyncio.to_thread(_encode, publishes)
         try:
-            layout, size, refs = await asyncio.to_thread(
-                _encode_and_put, self.objects, key, publishes
-            )
-        except _PutFailed as exc:
-            log.warning("segment_put_failed", detail=str(exc)[:300])
+            await self.objects.put_async(key, data)
+        except Exception as exc:
+            log.warning("segment_put_failed", detail=f"{type(exc).__name__}: {exc}"[:300])
             _fail(publishes, PublishUnavailable("the object store write failed"))
             return
         try:
-            bases = await self._commit(key, size, refs, layout)
+            bases = await self._commit(key, len(data), refs, layout)
         except (psycopg.Error, psycopg_pool.PoolTimeout, OSError) as exc:
             log.warning("segment_commit_failed", error=type(exc).__name__, detail=str(exc)[:200])
             _fail(publishes, PublishUnavailable("the offset commit failed"))
@@ -353,21 +362,16 @@ class SegmentWriter:
         refs: list[BlockRef],
         layout: _Layout,
     ) -> dict[tuple[str, int], int]:
-        # Pipeline mode: the statements after the reservation go out without waiting for
-        # each other's answers; only the reservation (and idempotency check) is awaited.
-        async with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
-            bases = await _reserve(conn, layout)
-            missing = set(layout.blocks) - set(bases)
-            if missing:
-                raise _Rollback(deleted_topics={topic_id for topic_id, _ in missing})
-            await _record_idempotency(conn, layout, bases)
-            await conn.execute(
-                q.INSERT_SEGMENT_OBJECT,
-                {"object_key": key, "size_bytes": size, "block_count": len(refs)},
-            )
-            await conn.execute(q.INSERT_SEGMENT_BLOCKS, _block_rows(key, refs, bases))
-            await conn.execute(q.NOTIFY_PUBLISHED, {"payloads": _notify_payloads(layout, bases)})
-        return bases
+        # One statement in autocommit mode: one round trip, and the partition locks are held
+        # only while the server runs it (see infra/migrations/0007_commit_flush.sql).
+        params = _commit_params(key, size, refs, layout)
+        async with self.pool.connection() as conn, _autocommit(conn):
+            try:
+                rows = await (await conn.execute(q.COMMIT_FLUSH, params)).fetchall()
+            except psycopg.Error as exc:
+                raise _conflict_of(exc) or exc from None
+        bases = [row["base_offset"] for row in rows]
+        return {(r.topic_id, r.partition): base for r, base in zip(refs, bases, strict=True)}
 
     async def _settle_conflict(self, publishes: list[_Publish], conflict: _Rollback) -> None:
         for publish in publishes:
@@ -405,92 +409,61 @@ class SegmentWriter:
                 log.warning("on_committed_listener_failed", error=type(exc).__name__, exc_info=exc)
 
 
-# --- transaction steps ------------------------------------------------------------------------
+# --- the commit statement --------------------------------------------------------------------
 
 
-async def _reserve(conn: Any, layout: _Layout) -> dict[tuple[str, int], int]:
-    wanted = sorted(layout.blocks)
-    rows = await (
-        await conn.execute(
-            q.RESERVE_OFFSETS,
-            {
-                "topic_ids": [t for t, _ in wanted],
-                "partitions": [p for _, p in wanted],
-                "counts": [len(layout.blocks[w]) for w in wanted],
-            },
-        )
-    ).fetchall()
-    return {(row["topic_id"], row["partition"]): row["base_offset"] for row in rows}
+@contextlib.asynccontextmanager
+async def _autocommit(conn: Any) -> AsyncIterator[None]:
+    """Autocommit for one statement on a pooled connection, then the pool's default back."""
+    await conn.set_autocommit(True)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            await conn.set_autocommit(False)
 
 
-async def _record_idempotency(
-    conn: Any, layout: _Layout, bases: dict[tuple[str, int], int]
-) -> None:
-    rows: list[tuple[str, str, int, int, datetime, datetime]] = []
+def _commit_params(key: str, size: int, refs: list[BlockRef], layout: _Layout) -> dict[str, Any]:
+    """The arguments of ``qc_commit_flush``: one array element per block, then the keys."""
+    blocks = {(r.topic_id, r.partition): number for number, r in enumerate(refs, start=1)}
+    keys: list[tuple[int, str, int, datetime, datetime]] = []
     for where, owners in layout.owners.items():
         for position, (publish, index) in enumerate(owners):
             entry = publish.entries[index]
-            if entry.idempotency_key is None:
-                continue
-            published = _datetime(entry.message.timestamp_ms)
-            expires = published + timedelta(seconds=publish.topic.retention_s)
-            rows.append(
-                (
-                    where[0],
-                    entry.idempotency_key,
-                    where[1],
-                    bases[where] + position,
-                    published,
-                    expires,
-                )
-            )
-    if not rows:
-        return
-    columns = list(zip(*rows, strict=True))
-    names = ("topic_ids", "keys", "partitions", "offsets", "published_at", "expires_at")
-    inserted = await (
-        await conn.execute(
-            q.INSERT_IDEMPOTENCY_KEYS, {n: list(c) for n, c in zip(names, columns, strict=True)}
-        )
-    ).fetchall()
-    duplicates = {(r[0], r[1]) for r in rows} - {
-        (row["topic_id"], row["idempotency_key"]) for row in inserted
-    }
-    if duplicates:
-        raise _Rollback(duplicates=duplicates)
-
-
-def _block_rows(
-    key: str, refs: list[BlockRef], bases: dict[tuple[str, int], int]
-) -> dict[str, Any]:
+            if entry.idempotency_key is not None:
+                published = _datetime(entry.message.timestamp_ms)
+                expires = published + timedelta(seconds=publish.topic.retention_s)
+                keys.append((blocks[where], entry.idempotency_key, position, published, expires))
+    key_columns: list[tuple[Any, ...]] = list(zip(*keys, strict=True)) if keys else [()] * 5
     return {
         "object_key": key,
+        "size_bytes": size,
         "topic_ids": [r.topic_id for r in refs],
         "partitions": [r.partition for r in refs],
-        "base_offsets": [bases[(r.topic_id, r.partition)] for r in refs],
         "counts": [r.count for r in refs],
         "byte_offsets": [r.offset for r in refs],
         "byte_lengths": [r.length for r in refs],
         "min_ts": [r.min_timestamp_ms for r in refs],
         "max_ts": [r.max_timestamp_ms for r in refs],
+        **{
+            name: list(column)
+            for name, column in zip(
+                ("key_blocks", "keys", "key_positions", "key_published_at", "key_expires_at"),
+                key_columns,
+                strict=True,
+            )
+        },
     }
 
 
-def _notify_payloads(layout: _Layout, bases: dict[tuple[str, int], int]) -> list[str]:
-    """JSON arrays of ``[topic_id, partition, next_offset]``, each under the payload limit."""
-    payloads: list[str] = []
-    chunk: list[str] = []
-    size = 2
-    for where in sorted(bases):
-        item = json.dumps([where[0], where[1], bases[where] + len(layout.blocks[where])])
-        if chunk and size + len(item) + 1 > NOTIFY_PAYLOAD_MAX:
-            payloads.append("[" + ",".join(chunk) + "]")
-            chunk, size = [], 2
-        chunk.append(item)
-        size += len(item) + 1
-    if chunk:
-        payloads.append("[" + ",".join(chunk) + "]")
-    return payloads
+def _conflict_of(exc: psycopg.Error) -> _Rollback | None:
+    """The flush conflict ``qc_commit_flush`` raised, if that is what ``exc`` is."""
+    detail = exc.diag.message_detail or ""
+    if exc.sqlstate == "QC404":
+        return _Rollback(deleted_topics=set(detail.split(",")))
+    if exc.sqlstate == "QC409":
+        return _Rollback(duplicates={(topic_id, key) for topic_id, key in json.loads(detail)})
+    return None
 
 
 def _assign(

@@ -403,12 +403,12 @@ class FailingPuts:
         self.failures = failures
         self.attempted: list[str] = []
 
-    def put(self, key: str, data: bytes) -> None:
+    async def put_async(self, key: str, data: bytes) -> None:
         self.attempted.append(key)
         if self.failures > 0:
             self.failures -= 1
             raise ConnectionError("injected: S3 unreachable")
-        self.real.put(key, data)
+        await self.real.put_async(key, data)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
