@@ -11,13 +11,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
-import redis.asyncio as aioredis
 from litestar import Litestar
 from litestar.datastructures import MutableScopeHeaders
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.resources import resources_of
 from infra import settings
+from infra.resp import RedisPipe
 from tenants import rate_limits
 from tenants.models import AuthContext
 from tenants.rate_limits import Decision, RateLimiter
@@ -36,9 +36,9 @@ def category_of(scope: Scope) -> Category:
 
 @asynccontextmanager
 async def rate_limiting(app: Litestar) -> AsyncIterator[None]:
-    """Lifespan: the process's limiter, on its own Redis client, closed at shutdown."""
+    """Lifespan: the process's limiter, on its own pipelined Redis connection."""
     resources = resources_of(app)
-    redis = _limiter_redis()
+    redis = RedisPipe(settings.redis().url)
 
     async def load(organisation_id: str) -> Limits:
         async with resources.db.connection() as conn:
@@ -48,19 +48,7 @@ async def rate_limiting(app: Litestar) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        await redis.aclose()
-
-
-def _limiter_redis() -> aioredis.Redis:
-    """A Redis client without a per-command socket timeout.
-
-    redis-py wraps every send in ``asyncio.wait_for`` (a new task) when a socket timeout is
-    set; the limiter bounds each whole call with its own timeout instead, so that task would be
-    pure overhead on every request.
-    """
-    return aioredis.Redis.from_url(
-        settings.redis().url, socket_connect_timeout=2, socket_timeout=None
-    )
+        await redis.close()
 
 
 def limiter_of(app: Litestar) -> RateLimiter:

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from infra.errors import ClientError
+from infra.resp import RedisPipe, RespError, Script
 from observability.logging import get_logger
 from tenants import service
 from tenants.tiers import CATEGORIES, Category, Limits
@@ -35,7 +35,6 @@ LIMITS_TTL_S = 30
 # While Redis is failing, requests skip it for this long instead of each waiting on a timeout.
 REDIS_RETRY_S = 5.0
 REDIS_TIMEOUT_S = 0.5
-REDIS_CONCURRENCY = 32
 WARN_EVERY_S = 30.0
 LOCAL_LIMITS_TTL_S = 2.0
 MAX_LOCAL_BUCKETS = 100_000
@@ -184,15 +183,16 @@ class RateLimiter:
     """Counts requests per API key and category; Redis first, this process's memory if it fails."""
 
     def __init__(
-        self, redis: Redis, load_limits: LimitsLoader, clock: Callable[[], float] = time.monotonic
+        self,
+        redis: RedisPipe,
+        load_limits: LimitsLoader,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._script = redis.register_script(SLIDING_WINDOW_LUA)
+        self._script = Script(redis, SLIDING_WINDOW_LUA)
         self._load_limits = load_limits
         self._clock = clock
         self._local = LocalWindow(clock=clock)
         self._local_limits: dict[str, tuple[float, Limits]] = {}
-        # Bounded so a burst queues here instead of exhausting the shared client's pool.
-        self._redis_slots = asyncio.Semaphore(REDIS_CONCURRENCY)
         self._redis_retry_at = 0.0
         self._failing = False
         self._warned_at: float | None = None
@@ -207,8 +207,7 @@ class RateLimiter:
     async def hit(self, organisation_id: str, key_id: str, category: Category) -> Decision:
         """Count the request if it fits, and say whether it did."""
         if self._clock() >= self._redis_retry_at:
-            async with self._redis_slots:
-                decision = await self._try_redis(organisation_id, key_id, category)
+            decision = await self._try_redis(organisation_id, key_id, category)
             if decision is not None:
                 return decision
         return await self._hit_local(organisation_id, key_id, category)
@@ -217,8 +216,6 @@ class RateLimiter:
         self, organisation_id: str, key_id: str, category: Category
     ) -> Decision | None:
         now = self._clock()
-        if now < self._redis_retry_at:  # Redis failed while this request waited for a slot
-            return None
         if self._failing:
             # Redis failed earlier: this request probes it, the others stay local meanwhile.
             self._redis_retry_at = now + REDIS_RETRY_S
@@ -243,11 +240,13 @@ class RateLimiter:
         index = CATEGORIES.index(category) + 1
         args: list[str | int] = [index, WINDOW_MS, secrets.token_hex(6), limits, LIMITS_TTL_S]
         try:
-            # The client retries a lost connection for seconds; a request must not wait that long.
             async with asyncio.timeout(REDIS_TIMEOUT_S):
-                return list(await self._script(keys=keys, args=args))
-        except (RedisError, OSError) as exc:  # OSError covers TimeoutError
+                reply = await self._script(keys, args)
+        except (RespError, OSError) as exc:  # OSError covers TimeoutError and lost connections
             raise _RedisDown from exc
+        if not isinstance(reply, list) or len(reply) != 4:
+            raise _RedisDown from RespError(f"unexpected reply from the limiter script: {reply!r}")
+        return reply
 
     async def _hit_local(self, organisation_id: str, key_id: str, category: Category) -> Decision:
         limits = await self._limits_in_memory(organisation_id)

@@ -23,6 +23,7 @@ from control_plane.auth import ApiKeyAuthenticationMiddleware, requires_scope
 from control_plane.rate_limit import rate_limit_middleware
 from infra import settings
 from infra.embedded import EmbeddedRedis, free_port_block
+from infra.resp import RedisPipe
 from tenants import rate_limits
 from tenants import service as tenants
 from tenants.models import NewOrganisation
@@ -47,7 +48,7 @@ def _limiter_hits(
         return await _org_limits(services.database_url, organisation_id)
 
     async def go() -> list[rate_limits.Decision]:
-        redis = Redis.from_url(services.redis_url)
+        redis = RedisPipe(services.redis_url)
         try:
             limiter = RateLimiter(redis, load)
             key_id = org.keys["development"].key.id
@@ -57,7 +58,7 @@ def _limiter_hits(
                 )
             )
         finally:
-            await redis.aclose()
+            await redis.close()
 
     return asyncio.run(go())
 
