@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import msgspec
 from litestar import Controller, Litestar, Request, Response, get, post
@@ -18,8 +19,8 @@ from control_plane.auth import auth_context
 from control_plane.messages import segment_reader
 from control_plane.resources import resources_of
 from data_plane import delivery
-from data_plane.delivery import AckRejected, Delivery, GroupRef
-from data_plane.groups import parse_duration_ms
+from data_plane.delivery import AckRejected, Delivery, GroupRef, GroupRefCache, Pulled
+from data_plane.groups import GroupTopicNotFound, MemberNotFound, parse_duration_ms
 from data_plane.notify import PublishListener
 from data_plane.publish import message_id
 from data_plane.read_schemas import iso_timestamp
@@ -94,27 +95,84 @@ class PullResponse(msgspec.Struct, rename="camel"):
     messages: list[DeliveredMessage]
 
 
+_ID_TAIL = 62**2  # the last two characters of a message id encode offset % 3844
+
+
+@functools.cache
+def _id_tails() -> list[str]:
+    return [message_id("", 0, low)[-2:] for low in range(_ID_TAIL)]
+
+
+class Renderer:
+    """Wire shapes of a batch of deliveries of one group.
+
+    Most of a batch's messages share a publish timestamp and the head of their message id, so
+    each is worked out once per batch rather than once per message.
+    """
+
+    def __init__(self, ref: GroupRef) -> None:
+        self.ref = ref
+        self._stamps: dict[int, str] = {}
+        self._id_heads: dict[tuple[int, int], str] = {}
+        self._tails = _id_tails()
+
+    def message_id(self, partition: int, offset: int) -> str:
+        """``message_id(topic, partition, offset)``, mostly from memory."""
+        low = offset % _ID_TAIL
+        head = self._id_heads.get((partition, offset - low))
+        if head is None:
+            head = message_id(self.ref.topic_id, partition, offset - low)[:-2]
+            self._id_heads[(partition, offset - low)] = head
+        return head + self._tails[low]
+
+    def timestamp(self, timestamp_ms: int) -> str:
+        """``iso_timestamp(timestamp_ms)``, mostly from memory."""
+        text = self._stamps.get(timestamp_ms)
+        if text is None:
+            text = self._stamps[timestamp_ms] = iso_timestamp(timestamp_ms)
+        return text
+
+    def __call__(self, item: Delivery) -> DeliveredMessage:
+        """The wire shape of a delivery."""
+        return self.all([item])[0]
+
+    def all(self, items: list[Delivery]) -> list[DeliveredMessage]:
+        """The wire shapes of a batch (one loop, positional fields: it runs per message)."""
+        topic, message_id, timestamp = self.ref.topic, self.message_id, self.timestamp
+        return [
+            DeliveredMessage(
+                message_id(partition, offset),
+                topic,
+                partition,
+                offset,
+                msgspec.Raw(message.value),
+                None if message.key is None else message.key.decode(errors="replace"),
+                message.headers,
+                timestamp(message.timestamp_ms),
+                attempt,
+                ack_id,
+            )
+            for partition, offset, attempt, ack_id, message in items
+        ]
+
+
 def render(ref: GroupRef, item: Delivery) -> DeliveredMessage:
-    """The wire shape of a delivery."""
-    message = item.message
-    return DeliveredMessage(
-        id=message_id(ref.topic_id, item.partition, item.offset),
-        topic=ref.topic,
-        partition=item.partition,
-        offset=item.offset,
-        data=msgspec.Raw(message.value),
-        key=None if message.key is None else message.key.decode(errors="replace"),
-        headers=message.headers,
-        timestamp=iso_timestamp(message.timestamp_ms),
-        attempt=item.attempt,
-        ack_id=item.ack_id,
-    )
+    """The wire shape of one delivery."""
+    return Renderer(ref)(item)
 
 
 def listener_of(app: Litestar) -> PublishListener:
     """The process's notification listener."""
     listener: PublishListener = app.state.publish_listener
     return listener
+
+
+def group_refs(app: Litestar) -> GroupRefCache:
+    """The process's cache of group lookups (see :class:`GroupRefCache` for why it is safe)."""
+    refs = app.state.get("group_refs")
+    if refs is None:
+        refs = app.state.group_refs = GroupRefCache()
+    return cast(GroupRefCache, refs)
 
 
 @asynccontextmanager
@@ -142,23 +200,45 @@ async def group_session(
         )
 
 
+async def _group_ref(request: Request[Any, Any, Any], topic: str, group: str) -> GroupRef:
+    """The group, from the process's cache when it is there."""
+    env = auth_context(request).environment_id
+    refs = group_refs(request.app)
+    ref = refs.cached(env, topic, group)
+    if ref is None:
+        async with resources_of(request.app).db.connection() as conn:
+            ref = await refs.get(conn, env, topic, group)
+    return ref
+
+
+async def _fresh_ref(
+    conn: delivery.Conn, request: Request[Any, Any, Any], ref: GroupRef
+) -> GroupRef:
+    """After a cached ref found its member or leases gone: look again (a 404 if the group is)."""
+    env = auth_context(request).environment_id
+    group_refs(request.app).forget(env, ref.topic, ref.name)
+    return await group_refs(request.app).get(conn, env, ref.topic, ref.name)
+
+
 async def _pull_once(
-    request: Request[Any, Any, Any], topic: str, group: str, member_id: str, limit: int
-) -> tuple[GroupRef, list[Delivery]]:
-    async with group_session(request, topic, group) as (conn, ref):
-        return ref, await delivery.pull(conn, segment_reader(request.app), ref, member_id, limit)
-
-
-async def _wait_for_work(
-    request: Request[Any, Any, Any], ref: GroupRef, member_id: str, budget_s: float
-) -> None:
-    """Sleep until a publish notification, a due lease or retry, or ``budget_s``."""
+    request: Request[Any, Any, Any], ref: GroupRef, member_id: str, limit: int
+) -> Pulled:
+    reader = segment_reader(request.app)
     async with resources_of(request.app).db.connection() as conn:
-        wakeup = await delivery.next_wakeup(conn, ref, member_id)
-    timeout = budget_s
-    if wakeup is not None:
-        timeout = min(timeout, max((wakeup - datetime.now(UTC)).total_seconds(), 0) + 0.01)
-    await listener_of(request.app).wait(ref.topic_id, timeout)
+        try:
+            return await delivery.pull(conn, reader, ref, member_id, limit)
+        except (MemberNotFound, GroupTopicNotFound):
+            fresh = await _fresh_ref(conn, request, ref)
+            if fresh.id == ref.id:
+                raise
+            return await delivery.pull(conn, reader, fresh, member_id, limit)
+
+
+def _wait_s(pulled: Pulled, budget_s: float) -> float:
+    """Until the next lease expiry or due retry of the member's partitions, within the budget."""
+    if pulled.wakeup is None:
+        return budget_s
+    return min(budget_s, max((pulled.wakeup - datetime.now(UTC)).total_seconds(), 0) + 0.01)
 
 
 class ConsumeController(Controller):
@@ -180,12 +260,17 @@ class ConsumeController(Controller):
         """Waits up to ``waitMs`` for at least one message."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + data.wait_ms / 1000
-        while True:
-            ref, items = await _pull_once(request, topic, group, member_id, data.max_messages)
-            remaining = deadline - loop.time()
-            if items or remaining <= 0:
-                return PullResponse([render(ref, item) for item in items])
-            await _wait_for_work(request, ref, member_id, remaining)
+        ref = await _group_ref(request, topic, group)
+        # Registered before each pull, so a publish while it runs is not missed.
+        with listener_of(request.app).watch(ref.topic_id) as watch:
+            while True:
+                watch.event.clear()
+                pulled = await _pull_once(request, ref, member_id, data.max_messages)
+                ref, watch.partitions = pulled.ref, pulled.partitions
+                remaining = deadline - loop.time()
+                if pulled.deliveries or remaining <= 0:
+                    return PullResponse(Renderer(ref).all(pulled.deliveries))
+                await watch.wait(_wait_s(pulled, remaining))
 
     @get("/members/{member_id:str}/stream", summary="Push: messages as Server-Sent Events")
     async def stream(
@@ -196,8 +281,9 @@ class ConsumeController(Controller):
         member_id: FromPath[str],
     ) -> ServerSentEvent:
         """Event ``message`` per delivery; a comment keeps idle connections open."""
-        ref, first = await _pull_once(request, topic, group, member_id, STREAM_BATCH)
-        return ServerSentEvent(_events(request, ref, member_id, first))
+        ref = await _group_ref(request, topic, group)
+        first = await _pull_once(request, ref, member_id, STREAM_BATCH)
+        return ServerSentEvent(_events(request, member_id, first))
 
     @post("/ack", summary="Acknowledge messages (batched)", status_code=200)
     async def ack(
@@ -208,8 +294,13 @@ class ConsumeController(Controller):
         data: Annotated[AckRequest, Body()],
     ) -> Response[dict[str, Any]]:
         """200 with per-id results; 409 ``ACK_REJECTED`` when no id could be acked."""
-        async with group_session(request, topic, group) as (conn, ref):
+        ref = await _group_ref(request, topic, group)
+        async with resources_of(request.app).db.connection() as conn:
             outcome = await delivery.ack(conn, ref, data.ack_ids)
+            if not outcome.done:
+                fresh = await _fresh_ref(conn, request, ref)
+                if fresh.id != ref.id:
+                    outcome = await delivery.ack(conn, fresh, data.ack_ids)
         if not outcome.done:
             raise AckRejected(outcome.rejected[0]["reason"], rejected=outcome.rejected)
         return Response({"acked": outcome.done, "rejected": outcome.rejected}, status_code=200)
@@ -296,31 +387,41 @@ class ConsumeController(Controller):
 
 
 async def _events(
-    request: Request[Any, Any, Any], ref: GroupRef, member_id: str, first: list[Delivery]
+    request: Request[Any, Any, Any], member_id: str, first: Pulled
 ) -> AsyncIterator[ServerSentEventMessage]:
-    """Deliveries as they become available; ends with an ``error`` event if the member is gone."""
-    items = first
-    while True:
-        for item in items:
-            yield ServerSentEventMessage(
-                data=msgspec.json.encode(render(ref, item)).decode(),
-                event="message",
-                id=item.ack_id,
-            )
-        try:
-            if not items:
-                await _wait_for_work(request, ref, member_id, KEEPALIVE_S)
-            _, items = await _pull_once(request, ref.topic, ref.name, member_id, STREAM_BATCH)
-        except QueueCoreError as exc:
-            yield _error_event(exc.code, exc.message)
-            return
-        except Exception as exc:
-            # The stream's response has started: a failure can only end it, with a reason.
-            log.warning("stream_failed", member_id=member_id, error=type(exc).__name__)
-            yield _error_event("SERVICE_UNAVAILABLE", "The stream failed; reconnect to continue.")
-            return
-        if not items:
-            yield ServerSentEventMessage(comment="keepalive", data=None)
+    """Deliveries as they become available; ends with an ``error`` event if the member is gone.
+
+    The stream registers for its partitions' notifications before each pull and sleeps on
+    that registration only when a pull came back short, so a publish is delivered as soon as
+    its NOTIFY arrives: no polling, no lost wake-up.
+    """
+    pulled, look_again = first, True  # registered after the first pull: look once more
+    with listener_of(request.app).watch(first.ref.topic_id, first.partitions) as watch:
+        while True:
+            wires = Renderer(pulled.ref).all(pulled.deliveries)
+            for item, wire in zip(pulled.deliveries, wires, strict=True):
+                yield ServerSentEventMessage(
+                    data=msgspec.json.encode(wire).decode(), event="message", id=item.ack_id
+                )
+            try:
+                if not look_again and len(pulled.deliveries) < STREAM_BATCH:
+                    await watch.wait(_wait_s(pulled, KEEPALIVE_S))
+                look_again = False
+                watch.event.clear()
+                pulled = await _pull_once(request, pulled.ref, member_id, STREAM_BATCH)
+                watch.partitions = pulled.partitions
+            except QueueCoreError as exc:
+                yield _error_event(exc.code, exc.message)
+                return
+            except Exception as exc:
+                # The stream's response has started: a failure can only end it, with a reason.
+                log.warning("stream_failed", member_id=member_id, error=type(exc).__name__)
+                yield _error_event(
+                    "SERVICE_UNAVAILABLE", "The stream failed; reconnect to continue."
+                )
+                return
+            if not pulled.deliveries:
+                yield ServerSentEventMessage(comment="keepalive", data=None)
 
 
 def _error_event(code: str, message: str) -> ServerSentEventMessage:

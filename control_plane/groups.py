@@ -8,6 +8,7 @@ from litestar import Controller, Request, delete, get, post, put
 from litestar.params import Body, FromPath
 
 from control_plane.auth import auth_context
+from control_plane.consume import group_refs
 from control_plane.resources import resources_of
 from data_plane import groups
 from data_plane.group_schemas import (
@@ -119,11 +120,13 @@ class GroupsController(Controller):
         """startFrom, ackTimeout, maxInFlight, sessionTimeout, deadLetter."""
         config = _config(data)
         async with resources_of(request.app).db.connection() as conn:
-            return group_view(
+            view = group_view(
                 await groups.configure(
                     conn, auth_context(request).environment_id, topic, group, config
                 )
             )
+        group_refs(request.app).forget(auth_context(request).environment_id, topic, group)
+        return view
 
     @delete("/{group:str}", summary="Delete a consumer group", opt={"scope": "admin"})
     async def delete_group(
@@ -132,6 +135,7 @@ class GroupsController(Controller):
         """Removes members and committed offsets."""
         async with resources_of(request.app).db.connection() as conn:
             await groups.delete(conn, auth_context(request).environment_id, topic, group)
+        group_refs(request.app).forget(auth_context(request).environment_id, topic, group)
 
     @post("/{group:str}/members", summary="Join (or rejoin) a consumer group")
     async def join(

@@ -98,20 +98,11 @@ SELECT g.*, t.delivery FROM consumer_groups g JOIN topics t ON t.id = g.topic_id
 WHERE g.topic_id = %(topic_id)s AND g.name = %(name)s
 """
 
-MEMBER_EXISTS = """
-UPDATE group_members SET last_heartbeat_at = now() WHERE id = %(id)s AND group_id = %(group_id)s RETURNING id
-"""
-
 LOCK_OWNED_PARTITIONS = """
 SELECT gp.partition, gp.committed_offset, gp.delivered_offset, p.next_offset
 FROM group_partitions gp JOIN partitions p ON p.topic_id = %(topic_id)s AND p.partition = gp.partition
 WHERE gp.group_id = %(group_id)s AND gp.owner_member_id = %(member_id)s
 ORDER BY gp.partition FOR UPDATE OF gp
-"""
-
-COUNT_IN_FLIGHT = """
-SELECT count(*) AS n FROM group_deliveries
-WHERE group_id = %(group_id)s AND member_id = %(member_id)s AND state = 'leased' AND lease_until > now()
 """
 
 DUE_REDELIVERIES = """
@@ -127,16 +118,6 @@ UPDATE group_deliveries SET state = 'leased', attempt = %(attempt)s, ack_id = %(
 WHERE group_id = %(group_id)s AND partition = %(partition)s AND "offset" = %(offset)s
 """
 
-INSERT_LEASES = """
-INSERT INTO group_deliveries (group_id, partition, "offset", state, attempt, ack_id, member_id, lease_until)
-SELECT %(group_id)s, %(partition)s, o, 'leased', 1, a, %(member_id)s, now() + make_interval(secs => %(ack_timeout_s)s)
-FROM unnest(%(offsets)s::bigint[], %(ack_ids)s::text[]) AS v(o, a)
-"""
-
-ADVANCE_DELIVERED = """
-UPDATE group_partitions SET delivered_offset = %(delivered)s WHERE group_id = %(group_id)s AND partition = %(partition)s
-"""
-
 SELECT_BY_ACK_IDS = """
 SELECT partition, "offset", ack_id FROM group_deliveries WHERE group_id = %(group_id)s AND ack_id = ANY(%(ack_ids)s)
 """
@@ -149,11 +130,6 @@ WHERE group_id = %(group_id)s AND partition = %(partition)s FOR UPDATE
 LOCK_DELIVERY_BY_ACK = """
 SELECT partition, "offset", state, attempt, ack_id, lease_until, lease_until <= now() AS expired, first_delivered_at
 FROM group_deliveries WHERE group_id = %(group_id)s AND ack_id = %(ack_id)s FOR UPDATE
-"""
-
-MARK_ACKED = """
-UPDATE group_deliveries SET state = 'acked', lease_until = NULL, updated_at = now()
-WHERE group_id = %(group_id)s AND partition = %(partition)s AND "offset" = %(offset)s
 """
 
 MARK_RETRY = """
@@ -181,33 +157,9 @@ WHERE group_id = %(group_id)s AND ack_id = ANY(%(ack_ids)s) AND state = 'leased'
 RETURNING ack_id
 """
 
-LOWEST_OPEN_OFFSET = """
-SELECT min("offset") AS lowest FROM group_deliveries
-WHERE group_id = %(group_id)s AND partition = %(partition)s AND state IN ('leased', 'retry')
-"""
-
-COMMIT_OFFSET = """
-UPDATE group_partitions SET committed_offset = greatest(committed_offset, %(committed)s)
-WHERE group_id = %(group_id)s AND partition = %(partition)s
-RETURNING committed_offset
-"""
-
-FORGET_DONE = """
-DELETE FROM group_deliveries WHERE group_id = %(group_id)s AND partition = %(partition)s AND "offset" < %(committed)s
-"""
-
 RELEASE_LEASES = """
 UPDATE group_deliveries SET lease_until = now(), updated_at = now()
 WHERE group_id = %(group_id)s AND member_id = ANY(%(member_ids)s) AND state = 'leased' AND lease_until > now()
-"""
-
-NEXT_WAKEUP = """
-SELECT least(
-  (SELECT min(d.lease_until) FROM group_deliveries d JOIN group_partitions gp USING (group_id, partition)
-    WHERE d.group_id = %(group_id)s AND gp.owner_member_id = %(member_id)s AND d.state = 'leased'),
-  (SELECT min(d.available_at) FROM group_deliveries d JOIN group_partitions gp USING (group_id, partition)
-    WHERE d.group_id = %(group_id)s AND gp.owner_member_id = %(member_id)s AND d.state = 'retry')
-) AS at
 """
 
 WAKE_CONSUMERS = """
@@ -243,7 +195,9 @@ TOPIC_STATS = """
 SELECT
   coalesce((SELECT sum(next_offset - start_offset) FROM partitions WHERE topic_id = %(topic_id)s), 0) AS depth,
   (SELECT count(*) FROM group_deliveries d JOIN consumer_groups g ON g.id = d.group_id
-    WHERE g.topic_id = %(topic_id)s AND d.state = 'leased' AND d.lease_until > now()) AS in_flight,
+    WHERE g.topic_id = %(topic_id)s AND d.state = 'leased' AND d.lease_until > now())
+  + coalesce((SELECT sum(l.open_count) FROM group_leases l JOIN consumer_groups g ON g.id = l.group_id
+    WHERE g.topic_id = %(topic_id)s AND l.open_count > 0 AND l.lease_until > now()), 0) AS in_flight,
   (SELECT count(*) FROM group_members m JOIN consumer_groups g ON g.id = m.group_id
     WHERE g.topic_id = %(topic_id)s
       AND m.last_heartbeat_at >= now() - make_interval(secs => m.session_timeout_ms / 1000.0)) AS active_consumers,
@@ -265,4 +219,157 @@ UPDATE group_deliveries SET state = 'acked', lease_until = NULL, updated_at = no
 WHERE group_id = %(group_id)s AND ack_id = ANY(%(ack_ids)s) AND state = 'leased'
   AND (NOT %(strict)s OR lease_until > now())
 RETURNING ack_id, partition
+"""
+
+# --- range leases (group_leases): the hot path, statements per request rather than per message --
+
+# A pull's first statement: the member is alive (counts as a heartbeat), with the group's current
+# settings and whether its topic is still active, so a cached GroupRef never serves stale config.
+TOUCH_PULLER = """
+UPDATE group_members m SET last_heartbeat_at = now()
+FROM consumer_groups g JOIN topics t ON t.id = g.topic_id
+WHERE m.id = %(member_id)s AND m.group_id = %(group_id)s AND g.id = m.group_id
+RETURNING t.status = 'active' AS active, g.ack_timeout_ms, g.max_in_flight, g.max_retries, g.retry_delay_ms
+"""
+
+# After the member's partitions are locked: its unacknowledged deliveries (maxInFlight), the
+# group's partitions with redelivery work due (expired leases of either kind, due retries), and
+# when the next lease of the member's partitions expires or retry becomes due.
+PULL_STATE = """
+SELECT
+  (SELECT count(*) FROM group_deliveries d
+    WHERE d.group_id = %(group_id)s AND d.member_id = %(member_id)s AND d.state = 'leased' AND d.lease_until > now())
+  + coalesce((SELECT sum(l.open_count) FROM group_leases l
+    WHERE l.group_id = %(group_id)s AND l.member_id = %(member_id)s AND l.open_count > 0 AND l.lease_until > now()), 0)
+    AS in_flight,
+  ARRAY(SELECT d.partition FROM group_deliveries d
+        WHERE d.group_id = %(group_id)s AND d.state = 'leased' AND d.lease_until <= now()
+        UNION SELECT d.partition FROM group_deliveries d
+        WHERE d.group_id = %(group_id)s AND d.state = 'retry' AND d.available_at <= now()
+        UNION SELECT l.partition FROM group_leases l
+        WHERE l.group_id = %(group_id)s AND l.open_count > 0 AND l.lease_until <= now()) AS due_partitions,
+  least(
+    (SELECT min(d.lease_until) FROM group_deliveries d JOIN group_partitions gp USING (group_id, partition)
+      WHERE d.group_id = %(group_id)s AND gp.owner_member_id = %(member_id)s AND d.state = 'leased'),
+    (SELECT min(d.available_at) FROM group_deliveries d JOIN group_partitions gp USING (group_id, partition)
+      WHERE d.group_id = %(group_id)s AND gp.owner_member_id = %(member_id)s AND d.state = 'retry'),
+    (SELECT min(l.lease_until) FROM group_leases l JOIN group_partitions gp USING (group_id, partition)
+      WHERE l.group_id = %(group_id)s AND gp.owner_member_id = %(member_id)s AND l.open_count > 0)
+  ) AS wakeup
+"""
+
+# The index rows of the blocks holding each owned partition's next %(limit)s undelivered offsets
+# (run after LOCK_OWNED_PARTITIONS, so delivered_offset is the locked, current one).
+SELECT_FRESH_BLOCKS = """
+SELECT gp.partition, b.base_offset, b.count, b.object_key, b.byte_offset, b.byte_length
+FROM group_partitions gp
+JOIN partitions p ON p.topic_id = %(topic_id)s AND p.partition = gp.partition
+CROSS JOIN LATERAL (
+  SELECT sb.base_offset, sb.count, sb.object_key, sb.byte_offset, sb.byte_length FROM segment_blocks sb
+  WHERE sb.topic_id = %(topic_id)s AND sb.partition = gp.partition
+    AND sb.base_offset >= coalesce(
+        (SELECT max(s2.base_offset) FROM segment_blocks s2
+         WHERE s2.topic_id = %(topic_id)s AND s2.partition = gp.partition AND s2.base_offset <= gp.delivered_offset),
+        gp.delivered_offset)
+    AND sb.base_offset < least(p.next_offset, gp.delivered_offset + %(limit)s)
+) b
+WHERE gp.group_id = %(group_id)s AND gp.owner_member_id = %(member_id)s AND gp.delivered_offset < p.next_offset
+ORDER BY gp.partition, b.base_offset
+"""
+
+# One range lease per partition of a pull, and delivered_offset moved past it, in one statement.
+INSERT_RANGE_LEASES = """
+WITH advanced AS (
+  UPDATE group_partitions gp SET delivered_offset = v.last_offset + 1
+  FROM unnest(%(partitions)s::int[], %(last_offsets)s::bigint[]) AS v(partition, last_offset)
+  WHERE gp.group_id = %(group_id)s AND gp.partition = v.partition
+)
+INSERT INTO group_leases (group_id, partition, lease_id, first_offset, last_offset, member_id, lease_until, acked, done,
+                          open_count)
+SELECT %(group_id)s, v.partition, v.lease_id, v.first_offset, v.last_offset, %(member_id)s,
+       now() + make_interval(secs => %(ack_timeout_s)s),
+       repeat('0', (v.last_offset - v.first_offset + 1)::int)::varbit,
+       repeat('0', (v.last_offset - v.first_offset + 1)::int)::varbit,
+       (v.last_offset - v.first_offset + 1)::int
+FROM unnest(%(partitions)s::int[], %(lease_ids)s::text[], %(first_offsets)s::bigint[], %(last_offsets)s::bigint[])
+  AS v(partition, lease_id, first_offset, last_offset)
+"""
+
+# The partitions of these leases and per-message ack ids, locked in partition order (as pulls do).
+LOCK_ACK_PARTITIONS = """
+SELECT partition FROM group_partitions
+WHERE group_id = %(group_id)s AND partition IN (
+    SELECT l.partition FROM group_leases l WHERE l.group_id = %(group_id)s AND l.lease_id = ANY(%(lease_ids)s)
+    UNION
+    SELECT d.partition FROM group_deliveries d WHERE d.group_id = %(group_id)s AND d.ack_id = ANY(%(ack_ids)s))
+ORDER BY partition FOR UPDATE
+"""
+
+SELECT_RANGE_LEASES = """
+SELECT lease_id, partition, first_offset, last_offset, acked::text AS acked, done::text AS done, member_id,
+       lease_until, lease_until <= now() AS expired, delivered_at
+FROM group_leases WHERE group_id = %(group_id)s AND lease_id = ANY(%(lease_ids)s)
+"""
+
+SELECT_EXPIRED_RANGE_LEASES = """
+SELECT lease_id, partition, first_offset, last_offset, acked::text AS acked, done::text AS done, member_id,
+       lease_until, true AS expired, delivered_at
+FROM group_leases
+WHERE group_id = %(group_id)s AND partition = %(partition)s AND open_count > 0 AND lease_until <= now()
+ORDER BY first_offset
+"""
+
+# New bitmaps for leases; with %(strict)s (an exactly-once ack) only where the lease is current.
+SET_RANGE_BITS = """
+UPDATE group_leases l SET acked = v.acked::varbit, done = v.done::varbit, open_count = v.open_count
+FROM unnest(%(lease_ids)s::text[], %(acked)s::text[], %(done)s::text[], %(open_counts)s::int[])
+  AS v(lease_id, acked, done, open_count)
+WHERE l.group_id = %(group_id)s AND l.lease_id = v.lease_id AND (NOT %(strict)s OR l.lease_until > now())
+RETURNING l.lease_id
+"""
+
+# Offsets leaving a range lease (nack, partial extend, expiry) become per-message leases with the
+# range's ack id, attempt 1 and its lease end, so the per-message rules take over from there.
+INSERT_SPLIT_DELIVERIES = """
+INSERT INTO group_deliveries (group_id, partition, "offset", state, attempt, ack_id, member_id, lease_until,
+                              first_delivered_at)
+SELECT %(group_id)s, %(partition)s, v.o, 'leased', 1, v.a, %(member_id)s, %(lease_until)s, %(delivered_at)s
+FROM unnest(%(offsets)s::bigint[], %(ack_ids)s::text[]) AS v(o, a)
+"""
+
+EXTEND_RANGE_LEASES = """
+UPDATE group_leases SET lease_until = now() + make_interval(secs => %(seconds)s)
+WHERE group_id = %(group_id)s AND lease_id = ANY(%(lease_ids)s) AND open_count > 0 AND lease_until > now()
+RETURNING lease_id
+"""
+
+RELEASE_RANGE_LEASES = """
+UPDATE group_leases SET lease_until = now()
+WHERE group_id = %(group_id)s AND member_id = ANY(%(member_ids)s) AND open_count > 0 AND lease_until > now()
+"""
+
+FORGET_PARTITION_LEASES = """
+DELETE FROM group_leases WHERE group_id = %(group_id)s AND partition = %(partition)s
+"""
+
+# Committed offset = lowest offset not done among per-message rows, range leases and
+# delivered_offset; never moves back. Rows and leases wholly below it are forgotten.
+COMMIT_PROGRESS = """
+WITH moved AS (
+  UPDATE group_partitions gp SET committed_offset = greatest(gp.committed_offset, least(
+      (SELECT min(d."offset") FROM group_deliveries d
+        WHERE d.group_id = gp.group_id AND d.partition = gp.partition AND d.state IN ('leased', 'retry')),
+      (SELECT min(l.first_offset + position(B'0' IN l.done) - 1) FROM group_leases l
+        WHERE l.group_id = gp.group_id AND l.partition = gp.partition AND l.open_count > 0),
+      gp.delivered_offset))
+  WHERE gp.group_id = %(group_id)s AND gp.partition = ANY(%(partitions)s)
+  RETURNING gp.partition, gp.committed_offset
+), forgotten_rows AS (
+  DELETE FROM group_deliveries d USING moved
+  WHERE d.group_id = %(group_id)s AND d.partition = moved.partition AND d."offset" < moved.committed_offset
+), forgotten_leases AS (
+  DELETE FROM group_leases l USING moved
+  WHERE l.group_id = %(group_id)s AND l.partition = moved.partition AND l.last_offset < moved.committed_offset
+)
+SELECT partition, committed_offset FROM moved
 """

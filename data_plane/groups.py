@@ -8,6 +8,7 @@ heartbeat (``shouldRejoin``) and rejoin to get their partitions.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -230,6 +231,9 @@ async def _rebalance(
     )
     bumped = await (await conn.execute(q.BUMP_GENERATION, {"id": group_row["id"]})).fetchone()
     assert bumped is not None
+    # Waiting consumers listen for their own partitions only: after a reassignment, wake them
+    # all (partition -1) so each learns its partitions now rather than at its next keep-alive.
+    await conn.execute(q.WAKE_CONSUMERS, {"payload": json.dumps([[topic_row["id"], -1, -1]])})
     return int(bumped["generation"])
 
 
@@ -310,7 +314,9 @@ async def leave(conn: Conn, environment_id: str, topic: str, group: str, member_
 
 async def _release(conn: Conn, group_id: str, member_ids: list[str]) -> None:
     """End the leases of members that are gone, so the next owner gets their messages now."""
-    await conn.execute(q.RELEASE_LEASES, {"group_id": group_id, "member_ids": member_ids})
+    params = {"group_id": group_id, "member_ids": member_ids}
+    await conn.execute(q.RELEASE_LEASES, params)
+    await conn.execute(q.RELEASE_RANGE_LEASES, params)
 
 
 async def sweep(conn: Conn, environment_id: str, topic: str, group: str) -> int:

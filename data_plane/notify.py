@@ -1,8 +1,11 @@
 """Wake-ups for waiting consumers: one ``LISTEN qc_publish`` connection per API process.
 
 The writer (and acks, nacks and seeks that make messages deliverable) ``NOTIFY qc_publish``
-with a JSON array of ``[topic_id, partition, next_offset]``. Waiters block on an
-``asyncio.Event`` per topic, so an idle stream or long-poll costs no CPU and no queries.
+with a JSON array of ``[topic_id, partition, next_offset]`` (partition ``-1``: any partition).
+Waiters block on an ``asyncio.Event``, so an idle stream or long-poll costs no CPU and no
+queries. A consumer registers (:meth:`PublishListener.watch`) *before* it looks for work and
+waits on that registration afterwards, so a notification arriving in between is not lost; it
+names the partitions it owns, so a publish to another member's partition does not wake it.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import asyncio
 import contextlib
 import json
 from collections import defaultdict
+from collections.abc import Iterator
 
 import psycopg
 
@@ -21,12 +25,32 @@ RECONNECT_S = 1.0
 log = get_logger("queuecore.notify")
 
 
+class Watch:
+    """One consumer's registration for notifications of a topic (see the module docstring)."""
+
+    def __init__(self, partitions: frozenset[int] | None) -> None:
+        self.partitions = partitions  # None: any partition of the topic
+        self.event = asyncio.Event()
+
+    def concerns(self, partition: int) -> bool:
+        """Whether a notification about ``partition`` should wake this consumer."""
+        return self.partitions is None or partition < 0 or partition in self.partitions
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Block until notified (possibly already) or the timeout; True when notified."""
+        try:
+            await asyncio.wait_for(self.event.wait(), max(timeout_s, 0))
+            return True
+        except TimeoutError:
+            return False
+
+
 class PublishListener:
     """Fans PostgreSQL notifications out to the coroutines waiting on each topic."""
 
     def __init__(self, database_url: str) -> None:
         self._url = database_url
-        self._waiters: dict[str, set[asyncio.Event]] = defaultdict(set)
+        self._waiters: dict[str, set[Watch]] = defaultdict(set)
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -42,23 +66,31 @@ class PublishListener:
 
     async def wait(self, topic_id: str, timeout_s: float) -> bool:
         """Block until a notification for ``topic_id`` or the timeout; True when notified."""
-        event = asyncio.Event()
-        self._waiters[topic_id].add(event)
+        with self.watch(topic_id) as watch:
+            return await watch.wait(timeout_s)
+
+    @contextlib.contextmanager
+    def watch(self, topic_id: str, partitions: frozenset[int] | None = None) -> Iterator[Watch]:
+        """Register for notifications of ``topic_id`` (of these partitions) while the block runs."""
+        watch = Watch(partitions)
+        self._waiters[topic_id].add(watch)
         try:
-            await asyncio.wait_for(event.wait(), max(timeout_s, 0))
-            return True
-        except TimeoutError:
-            return False
+            yield watch
         finally:
-            self._waiters[topic_id].discard(event)
+            self._waiters[topic_id].discard(watch)
             if not self._waiters[topic_id]:
                 del self._waiters[topic_id]
 
     def poke(self, topic_ids: set[str]) -> None:
-        """Wake the local waiters of these topics."""
-        for topic_id in topic_ids:
-            for event in self._waiters.get(topic_id, ()):
-                event.set()
+        """Wake every local waiter of these topics."""
+        self.poke_partitions({(topic_id, -1) for topic_id in topic_ids})
+
+    def poke_partitions(self, changed: set[tuple[str, int]]) -> None:
+        """Wake the local waiters concerned by these (topic, partition) pairs."""
+        for topic_id, partition in changed:
+            for watch in self._waiters.get(topic_id, ()):
+                if watch.concerns(partition):
+                    watch.event.set()
 
     async def _run(self) -> None:
         while True:
@@ -77,11 +109,15 @@ class PublishListener:
             await conn.execute(f"LISTEN {CHANNEL}")
             self.poke(set(self._waiters))
             async for notice in conn.notifies():
-                self.poke(_topics(notice.payload))
+                self.poke_partitions(_partitions(notice.payload))
 
 
-def _topics(payload: str) -> set[str]:
+def _partitions(payload: str) -> set[tuple[str, int]]:
+    """``(topic_id, partition)`` pairs of a notification; partition -1 when it is not given."""
     try:
-        return {str(item[0]) for item in json.loads(payload)}
+        return {
+            (str(item[0]), int(item[1]) if len(item) > 1 and item[1] is not None else -1)
+            for item in json.loads(payload)
+        }
     except (ValueError, TypeError, IndexError):
         return set()
