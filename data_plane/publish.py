@@ -88,12 +88,18 @@ def _id_prefix(topic_id: str, partition: int) -> str:
     return MESSAGE_ID_PREFIX + _base62(where, _PREFIX_CHARS)
 
 
+_BASE62_PAIRS = [high + low for high in BASE62 for low in BASE62]
+
+
 def _base62(value: int, width: int) -> str:
-    chars = [""] * width
-    for position in range(width - 1, -1, -1):
-        value, digit = divmod(value, 62)
-        chars[position] = BASE62[digit]
-    return "".join(chars)
+    """``value`` in ``width`` base62 digits, two digits per step (ids are made per message)."""
+    pairs = []
+    for _ in range(width // 2):
+        value, pair = divmod(value, 3844)
+        pairs.append(_BASE62_PAIRS[pair])
+    if width % 2:
+        pairs.append(BASE62[value % 62])
+    return "".join(reversed(pairs))
 
 
 def _unbase62(text: str) -> int | None:
