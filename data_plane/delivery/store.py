@@ -1,0 +1,148 @@
+"""Statements shared by pulls and settlements: range hand-over, dead letters, committed offsets."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from data_plane import group_queries as q
+from data_plane.delivery.model import Conn, GroupRef
+from data_plane.leases import RangeBits, range_ack_ids
+from data_plane.reader import SegmentReader
+from data_plane.segment import Message
+from tenants.ids import new_id, random_base62
+
+
+async def expire_ranges(conn: Conn, ref: GroupRef, partition: int) -> None:
+    """Hand the open offsets of expired range leases to per-message rows, due for redelivery."""
+    rows = await (
+        await conn.execute(
+            q.SELECT_EXPIRED_RANGE_LEASES, {"group_id": ref.id, "partition": partition}
+        )
+    ).fetchall()
+    for lease in rows:
+        await hand_over(conn, ref, lease, lease_bits(lease).open_deltas())
+
+
+def lease_bits(lease: dict[str, Any]) -> RangeBits:
+    """The bitmaps of a ``group_leases`` row."""
+    return RangeBits.from_text(lease["acked"], lease["done"])
+
+
+async def hand_over(conn: Conn, ref: GroupRef, lease: dict[str, Any], deltas: list[int]) -> None:
+    """Offsets leave a range lease: per-message leases with the same ackId, attempt and end.
+
+    From then on the per-message rules apply to them: expiry → redelivery with attempt 2 (or
+    the dead-letter queue), a late at-least-once ack until then, nack, extend.
+    """
+    if not deltas:
+        return
+    ack_ids = range_ack_ids(lease["lease_id"], lease["last_offset"] - lease["first_offset"] + 1)
+    await conn.execute(
+        q.INSERT_SPLIT_DELIVERIES,
+        {
+            "group_id": ref.id,
+            "partition": lease["partition"],
+            "member_id": lease["member_id"],
+            "lease_until": lease["lease_until"],
+            "delivered_at": lease["delivered_at"],
+            "offsets": [lease["first_offset"] + d for d in deltas],
+            "ack_ids": [ack_ids[d] for d in deltas],
+        },
+    )
+    await set_bits(
+        conn, ref, {lease["lease_id"]: lease_bits(lease).with_handed_over(deltas)}, False
+    )
+
+
+async def set_bits(
+    conn: Conn, ref: GroupRef, changes: dict[str, RangeBits], strict: bool
+) -> set[str]:
+    """Store new bitmaps; with ``strict`` only on unexpired leases. Returns the leases updated."""
+    rows = await (
+        await conn.execute(q.SET_RANGE_BITS, bits_params(ref, changes, strict))
+    ).fetchall()
+    return {row["lease_id"] for row in rows}
+
+
+def bits_params(ref: GroupRef, changes: dict[str, RangeBits], strict: bool) -> dict[str, Any]:
+    """Parameters of ``SET_RANGE_BITS`` for new bitmaps of these leases."""
+    return {
+        "group_id": ref.id,
+        "strict": strict,
+        "lease_ids": list(changes),
+        "acked": [bits.acked_text for bits in changes.values()],
+        "done": [bits.done_text for bits in changes.values()],
+        "open_counts": [bits.open_count for bits in changes.values()],
+    }
+
+
+async def message_at(
+    conn: Conn, reader: SegmentReader, ref: GroupRef, partition: int, offset: int
+) -> Message | None:
+    """The message at ``offset``, or None when it is not stored."""
+    result = await reader.read(conn, ref.topic_id, partition, offset, 1)
+    return (
+        result.messages[0].message
+        if result.messages and result.messages[0].offset == offset
+        else None
+    )
+
+
+async def dead_letter(
+    conn: Conn,
+    ref: GroupRef,
+    partition: int,
+    row: dict[str, Any],
+    message: Message | None,
+    error: str,
+) -> None:
+    """Copy the message to the dead-letter store; it then counts as done."""
+    if message is not None:
+        params = {
+            "id": new_id("dlq"),
+            "group_id": ref.id,
+            "partition": partition,
+            "offset": row["offset"],
+            "key": message.key,
+            "headers": Jsonb(message.headers),
+            "value": message.value,
+            "published_at_ms": message.timestamp_ms,
+            "error": error,
+            "attempts": row["attempt"],
+            "first_delivered_at": row["first_delivered_at"],
+        }
+        await conn.execute(q.INSERT_DEAD_LETTER, params)
+    await conn.execute(
+        q.MARK_DEAD,
+        {"group_id": ref.id, "partition": partition, "offset": row["offset"], "error": error},
+    )
+
+
+async def commit_progress(conn: Conn, group_id: str, partitions: list[int]) -> None:
+    """Move committed offsets up to the lowest offset not yet done, and forget what is below."""
+    await conn.execute(q.COMMIT_PROGRESS, {"group_id": group_id, "partitions": partitions})
+
+
+async def lock_for(
+    conn: Conn, ref: GroupRef, lease_ids: list[str], ack_ids: list[str]
+) -> dict[str, dict[str, Any]]:
+    """Lock the partitions of these leases and per-message ids in partition order (as pulls
+    do, so no deadlock), then read the leases: stable while the transaction lasts."""
+    params = {"group_id": ref.id, "lease_ids": lease_ids, "ack_ids": ack_ids}
+    async with conn.pipeline():
+        await conn.execute(q.LOCK_ACK_PARTITIONS, params)
+        leases = await conn.execute(q.SELECT_RANGE_LEASES, params)
+    return {row["lease_id"]: dict(row) for row in await leases.fetchall()}
+
+
+async def wake(conn: Conn, topic_id: str, partition: int) -> None:
+    """Wake waiting consumers of a topic (same channel and shape as the writer's notifications)."""
+    await conn.execute(q.WAKE_CONSUMERS, {"payload": json.dumps([[topic_id, partition, -1]])})
+
+
+def new_ack_id() -> str:
+    """A per-message ackId (a redelivery's)."""
+    return "ack_" + random_base62(24)
