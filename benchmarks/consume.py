@@ -96,7 +96,9 @@ async def e2e_phase(stack: Stack, client: httpx.AsyncClient, cfg: Config) -> dic
     loop = asyncio.get_running_loop()
     warm = int(cfg.warmup_s * cfg.rate_per_s)
     delivered: dict[int, float] = {}
+    received: dict[int, float] = {}  # loop time each message first arrived on a stream
     published: dict[int, float] = {}
+    answered: dict[int, float] = {}  # loop time each publish's 201 was read
     counters = {"duplicates": 0, "redelivered": 0}
     ackers = [Acker(stack, E2E_TOPIC, E2E_GROUP) for _ in members]
     streams = [_event_stream(stack, member) for member in members]
@@ -116,10 +118,11 @@ async def e2e_phase(stack: Stack, client: httpx.AsyncClient, cfg: Config) -> dic
                 counters["duplicates"] += 1
             else:
                 delivered[message.data.i] = (now - message.data.t) * 1000
+                received[message.data.i] = now
             acker.add(message.partition, [message.ack_id])
 
     readers = [loop.create_task(read(s, a)) for s, a in zip(streams, ackers, strict=True)]
-    publishing = await _publish_open_loop(stack, cfg, published)
+    publishing = await _publish_open_loop(stack, cfg, published, answered)
     await _await_deliveries(published, delivered, readers, cfg.drain_s)
     for acker in ackers:
         await asyncio.wait_for(acker.flush(), 30)
@@ -134,7 +137,14 @@ async def e2e_phase(stack: Stack, client: httpx.AsyncClient, cfg: Config) -> dic
     for stream in streams:
         stream.close()
     result = latency.as_dict()
+    after = Latency(cfg.rate_per_s, sent=publishing.sent)
+    after.latencies_ms = [
+        (received[i] - answered[i]) * 1000 for i in received if i >= warm and i in answered
+    ]
     result.update(
+        # Delivery seen from the publisher: stream receipt - the publish's 201 (negative when
+        # the stream was faster than the response), i.e. the consume side's share of e2e.
+        after_answer=after.as_dict(),
         delivered=len(delivered),
         published_ok=publishing.acknowledged_total,
         publish_errors=publishing.errors,
@@ -158,7 +168,9 @@ def _event_stream(stack: Stack, member: str) -> rawhttp.EventStream:
     )
 
 
-async def _publish_open_loop(stack: Stack, cfg: Config, published: dict[int, float]) -> Latency:
+async def _publish_open_loop(
+    stack: Stack, cfg: Config, published: dict[int, float], answered: dict[int, float]
+) -> Latency:
     """Publish on the timetable; each body carries its index and scheduled send time."""
     texts = [t.encode() for t in payloads()]
     path = f"/v1/topics/{E2E_TOPIC}/messages"
@@ -178,6 +190,7 @@ async def _publish_open_loop(stack: Stack, cfg: Config, published: dict[int, flo
         if status != 201:
             raise RuntimeError(f"publish answered {status} {answer[:200]!r}")
         published[index] = scheduled
+        answered[index] = asyncio.get_running_loop().time()
         return None
 
     try:

@@ -100,6 +100,16 @@ def _latency_rows(results: dict[str, Any]) -> list[list[str]]:
             "info",
         ]
     )
+    after = run.get("after_answer") or {}
+    rows.append(
+        [
+            "delivery after the publish was answered p50 / p99 (SSE receipt - 201 received; "
+            "the consume side's share)",
+            f"{_ms(after.get('p50_ms'))} / {_ms(after.get('p99_ms'))}",
+            *[NOT_MEASURED] * 4,
+            "info",
+        ]
+    )
     return rows
 
 
