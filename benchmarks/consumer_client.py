@@ -51,19 +51,16 @@ PULLED = msgspec.json.Decoder(Pulled)
 
 
 class Acker:
-    """Acks a member's deliveries in batches: whatever arrived while the last ack was in flight.
-
-    One request per partition: an ack transaction locks the partitions of its ids in ack-id
-    order while a pull locks them in partition order, so a multi-partition ack racing the same
-    member's pull can deadlock in PostgreSQL (seen in this benchmark; see the README).
-    """
+    """Acks a member's deliveries in batches: whatever arrived while the last ack was in flight,
+    up to :data:`ACK_MAX` ids per request, across partitions (an ack locks its partitions in
+    partition order, as pulls do, so it cannot deadlock with the member's next pull)."""
 
     def __init__(self, stack: Stack, topic: str, group: str) -> None:
         self.connection = rawhttp.Connection(HOST, stack.http_port)
         self.path = f"/v1/topics/{topic}/groups/{group}/ack"
         self.headers = {**stack.auth_headers(), **JSON_HEADERS}
         self.port = stack.http_port
-        self.pending: dict[int, list[str]] = {}
+        self.pending: list[str] = []
         self.acked = 0
         self.requests = 0
         self.busy_s = 0.0  # time spent waiting for ack responses
@@ -74,8 +71,8 @@ class Acker:
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     def add(self, partition: int, ack_ids: list[str]) -> None:
-        """Queue ids of one partition for the next ack request."""
-        self.pending.setdefault(partition, []).extend(ack_ids)
+        """Queue ids (of any partition) for the next ack request."""
+        self.pending.extend(ack_ids)
         self._idle.clear()
         self._wake.set()
 
@@ -88,13 +85,7 @@ class Acker:
             await self._wake.wait()
             self._wake.clear()
             while self.pending:
-                partition = next(iter(self.pending))
-                ids = self.pending[partition]
-                batch, rest = ids[:ACK_MAX], ids[ACK_MAX:]
-                if rest:
-                    self.pending[partition] = rest
-                else:
-                    del self.pending[partition]
+                batch, self.pending = self.pending[:ACK_MAX], self.pending[ACK_MAX:]
                 await self._ack(batch)
             self._idle.set()
 
