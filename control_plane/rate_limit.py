@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import cast
 
 from litestar import Litestar
-from litestar.datastructures import MutableScopeHeaders
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.resources import resources_of
@@ -73,13 +72,15 @@ def rate_limit_middleware(app: ASGIApp) -> ASGIApp:
 
 
 def _with_headers(send: Send, decision: Decision) -> Send:
-    headers = decision.headers()
+    headers = [
+        (name.lower().encode(), value.encode()) for name, value in decision.headers().items()
+    ]
 
     async def send_with_headers(message: Message) -> None:
         if message["type"] == "http.response.start":
-            mutable = MutableScopeHeaders.from_message(cast(Any, message))
-            for name, value in headers.items():
-                mutable[name] = value
+            # Appended, not set through MutableScopeHeaders (which scans every header per call):
+            # handlers never write X-RateLimit-*.
+            message["headers"] = [*message.get("headers", ()), *headers]
         await send(message)
 
     return send_with_headers

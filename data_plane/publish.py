@@ -2,9 +2,12 @@
 
 Partitioner: a message with a ``key`` goes to ``(murmur2(utf8(key)) & 0x7fffffff) % partitions``,
 Kafka's default partitioner, so a key lands where a Kafka producer would put it for the same
-partition count. Keyless messages of one request go together to the topic's next partition in a
-per-process round robin (started at a random partition), so single publishes spread over every
-partition and a batch's keyless messages form one block (Kafka's sticky partitioner, per batch).
+partition count. Keyless messages are sticky per flush (Kafka's sticky partitioner, with the
+writer's flush as the batch): all keyless messages of a topic that wait for the same flush go to
+one partition, and each new flush moves the topic on to its next partition (from a random start
+per process). So keyless publishes still spread evenly over every partition, but a flush writes
+one block and locks one partition row per topic instead of all of them, which keeps concurrent
+flushes of several API processes from queueing behind each other's commits.
 
 Message ids: ``msg_`` + 20 base62 characters (``0-9A-Za-z``): 9 encoding the 48-bit number
 ``crc32(utf8(topic_id)) << 16 | partition``, then 11 encoding the 64-bit offset, both
@@ -224,7 +227,7 @@ class PublishService:
         self.pool = pool
         self.writer = writer
         self.topics = TopicDirectory(pool)
-        self._round_robin: dict[str, int] = {}
+        self._salts: dict[str, int] = {}  # per topic: where this process's rotation starts
         self._inflight: dict[tuple[str, str], asyncio.Future[Placement]] = {}
 
     async def publish(
@@ -283,14 +286,14 @@ class PublishService:
         return entries, total
 
     def _next_partition(self, route: TopicRoute) -> int:
+        """The topic's keyless partition until the writer's next flush starts, then the next."""
         topic_id = route.target.id
-        counter = self._round_robin.get(topic_id)
-        if counter is None:
-            if len(self._round_robin) >= MAX_CACHED_ROUTES:
-                self._round_robin.clear()
-            counter = random.randrange(route.partitions)
-        self._round_robin[topic_id] = counter + 1
-        return counter % route.partitions
+        salt = self._salts.get(topic_id)
+        if salt is None:
+            if len(self._salts) >= MAX_CACHED_ROUTES:
+                self._salts.clear()
+            salt = self._salts[topic_id] = random.randrange(1 << 16)
+        return (self.writer.flushes_started + salt) % route.partitions
 
     async def _write(
         self, route: TopicRoute, entries: list[Entry], size_bytes: int

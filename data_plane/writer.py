@@ -11,8 +11,10 @@ the object and block index rows and NOTIFYs ``qc_publish``. Only after the commi
 publishes answered. A failed PUT or commit fails every publish of the flush with 503 and
 commits nothing (the object, if written, is an orphan for the GC task).
 
-Up to :data:`MAX_INFLIGHT_FLUSHES` flushes run at once, so a slow PUT does not stall the
-process; within a partition the order of messages is the commit order.
+While a flush is in flight the next one waits for it (see :meth:`SegmentWriter._due_in`); one
+that runs longer than :data:`OVERLAP_AFTER_S` gets another beside it, up to
+:data:`MAX_INFLIGHT_FLUSHES`, so a slow PUT does not stall the process. Within a partition the
+order of messages is the commit order.
 
 Two conflicts are found only inside the transaction; both roll it back and re-run the flush
 without the publishes concerned, with a new object (rare, so the extra PUT does not matter):
@@ -47,6 +49,7 @@ from observability.logging import get_logger
 log = get_logger("queuecore.writer")
 
 MAX_INFLIGHT_FLUSHES = 4
+OVERLAP_AFTER_S = 0.025  # a flush starts beside one in flight only once that one ran this long
 MAX_FLUSH_ATTEMPTS = 3
 INLINE_ENCODE_BYTES = 64 * 1024  # smaller flushes encode on the event loop, larger in a thread
 MESSAGE_OVERHEAD_BYTES = 20  # per-message columns in a block (timestamp, lengths)
@@ -220,9 +223,10 @@ class SegmentWriter:
         self._pending_bytes = 0
         self._deadline: float | None = None
         self._express_waiting = False
+        self.flushes_started = 0  # the keyless partitioner moves on with every flush
         self._wakeup = asyncio.Event()
         self._slots = asyncio.Semaphore(MAX_INFLIGHT_FLUSHES)
-        self._flushes: set[asyncio.Task[None]] = set()
+        self._flushes: dict[asyncio.Task[None], float] = {}  # in flight, with their start times
         self._loop_task: asyncio.Task[None] | None = None
         self._closing = False
 
@@ -278,38 +282,43 @@ class SegmentWriter:
                 return  # closing and drained
             await self._slots.acquire()
             batch, self._pending = self._pending, []
+            self.flushes_started += 1
             self._pending_bytes, self._deadline, self._express_waiting = 0, None, False
             task = asyncio.create_task(self._flush(batch))
-            self._flushes.add(task)
+            self._flushes[task] = time.monotonic()
             task.add_done_callback(self._flush_done)
 
     def _flush_done(self, task: asyncio.Task[None]) -> None:
-        self._flushes.discard(task)
+        self._flushes.pop(task, None)
         self._slots.release()
         self._wakeup.set()  # express publishes that waited for this flush can go now
 
     async def _wait_until_due(self) -> None:
         while not self._closing:
-            if self._pending and self._deadline is not None:
-                delay = self._deadline - time.monotonic()
-                if delay <= 0 or self._due_now():
-                    return
-            else:
-                delay = None
+            delay = self._due_in() if self._pending else None
+            if delay is not None and delay <= 0:
+                return
             self._wakeup.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._wakeup.wait()
 
-    def _due_now(self) -> bool:
-        """Before the linger: when the buffer is full, or express publishes wait on an idle writer.
+    def _due_in(self) -> float:
+        """Seconds until what is waiting should be flushed (0 or less: now).
 
-        Group commit as databases do it: with no flush in flight, waiting for company only adds
-        latency; with one in flight, what arrives meanwhile goes together in the next flush.
+        Group commit as databases do it: with no flush in flight, an express publish goes at
+        once (waiting for company only adds latency) and a standard one after its linger; with a
+        flush in flight, what arrives meanwhile goes together in the next flush, which starts when
+        that one ends, so batches grow with the load instead of PUTs multiplying. Only a flush
+        that has run for :data:`OVERLAP_AFTER_S` (a slow PUT) gets another beside it.
         """
         if self._pending_bytes >= self.settings.max_segment_bytes:
-            return True
-        return self._express_waiting and not self._flushes
+            return 0.0
+        now = time.monotonic()
+        due = self._deadline if self._deadline is not None else now
+        if not self._flushes:
+            return 0.0 if self._express_waiting else due - now
+        return max(due, max(self._flushes.values()) + OVERLAP_AFTER_S) - now
 
     async def _flush(self, publishes: list[_Publish]) -> None:
         try:
