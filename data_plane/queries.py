@@ -78,12 +78,8 @@ WHERE k.expires_at > now()
 # The whole flush commit in one statement (infra/migrations/0007_commit_flush.sql); one base
 # offset per block, in the order of the arrays.
 COMMIT_FLUSH = """
-SELECT qc_commit_flush AS base_offset FROM qc_commit_flush(
-    %(object_key)s, %(size_bytes)s, %(topic_ids)s::text[], %(partitions)s::integer[],
-    %(counts)s::bigint[], %(byte_offsets)s::bigint[], %(byte_lengths)s::integer[],
-    %(min_ts)s::bigint[], %(max_ts)s::bigint[], %(key_blocks)s::integer[], %(keys)s::text[],
-    %(key_positions)s::integer[], %(key_published_at)s::timestamptz[],
-    %(key_expires_at)s::timestamptz[])
+SELECT qc_commit_flush AS base_offset
+FROM qc_commit_flush(%(object_key)s, %(size_bytes)s, %(blocks)s::jsonb, %(keys)s::jsonb)
 """
 
 PUBLISH_CHANNEL = "qc_publish"

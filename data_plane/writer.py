@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
+import msgspec
 import psycopg
 import psycopg_pool
 
@@ -433,35 +434,33 @@ async def _autocommit(conn: Any) -> AsyncIterator[None]:
 
 
 def _commit_params(key: str, size: int, refs: list[BlockRef], layout: _Layout) -> dict[str, Any]:
-    """The arguments of ``qc_commit_flush``: one array element per block, then the keys."""
+    """The arguments of ``qc_commit_flush``: the blocks, then the idempotency keys, as JSON."""
     blocks = {(r.topic_id, r.partition): number for number, r in enumerate(refs, start=1)}
-    keys: list[tuple[int, str, int, datetime, datetime]] = []
+    keys: list[tuple[int, str, int, int, int]] = []
     for where, owners in layout.owners.items():
         for position, (publish, index) in enumerate(owners):
             entry = publish.entries[index]
             if entry.idempotency_key is not None:
-                published = _datetime(entry.message.timestamp_ms)
-                expires = published + timedelta(seconds=publish.topic.retention_s)
+                published = entry.message.timestamp_ms
+                expires = published + publish.topic.retention_s * 1000
                 keys.append((blocks[where], entry.idempotency_key, position, published, expires))
-    key_columns: list[tuple[Any, ...]] = list(zip(*keys, strict=True)) if keys else [()] * 5
+    rows = [
+        (
+            r.topic_id,
+            r.partition,
+            r.count,
+            r.offset,
+            r.length,
+            r.min_timestamp_ms,
+            r.max_timestamp_ms,
+        )
+        for r in refs
+    ]
     return {
         "object_key": key,
         "size_bytes": size,
-        "topic_ids": [r.topic_id for r in refs],
-        "partitions": [r.partition for r in refs],
-        "counts": [r.count for r in refs],
-        "byte_offsets": [r.offset for r in refs],
-        "byte_lengths": [r.length for r in refs],
-        "min_ts": [r.min_timestamp_ms for r in refs],
-        "max_ts": [r.max_timestamp_ms for r in refs],
-        **{
-            name: list(column)
-            for name, column in zip(
-                ("key_blocks", "keys", "key_positions", "key_published_at", "key_expires_at"),
-                key_columns,
-                strict=True,
-            )
-        },
+        "blocks": msgspec.json.encode(rows).decode(),
+        "keys": msgspec.json.encode(keys).decode(),
     }
 
 
@@ -521,10 +520,6 @@ def _consume_exception(future: asyncio.Future[Any]) -> None:
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
-
-
-def _datetime(ms: int) -> datetime:
-    return _EPOCH + ms * _MS
 
 
 def _ms(moment: datetime) -> int:
