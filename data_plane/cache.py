@@ -31,10 +31,12 @@ def cache_max_bytes_from_env() -> int:
 
 def block_size_bytes(messages: Sequence[Message]) -> int:
     """Approximate memory held by a decoded block."""
-    total = 0
+    total = len(messages) * _MESSAGE_OVERHEAD_BYTES
+    total += sum(len(message.value) for message in messages)
+    total += sum(len(message.key) for message in messages if message.key)
     for message in messages:
-        total += _MESSAGE_OVERHEAD_BYTES + len(message.value) + len(message.key or b"")
-        total += sum(len(name) + len(value) for name, value in message.headers.items())
+        if message.headers:
+            total += sum(len(name) + len(value) for name, value in message.headers.items())
     return total
 
 

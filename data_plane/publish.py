@@ -59,6 +59,8 @@ _BASE62_INDEX = {c: i for i, c in enumerate(BASE62)}
 MESSAGE_ID_PREFIX = "msg_"
 _PREFIX_CHARS = 9  # crc32(topic_id) << 16 | partition: 48 bits < 62**9
 _OFFSET_CHARS = 11  # a 64-bit offset < 62**11
+_LOW_RANGE = 62**4
+_BASE62_PAIRS = [high + low for high in BASE62 for low in BASE62]
 ROUTE_TTL_S = 2.0
 MAX_CACHED_ROUTES = 100_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -69,7 +71,13 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 def message_id(topic_id: str, partition: int, offset: int) -> str:
     """The stable id of the message at (topic, partition, offset)."""
-    return _id_prefix(topic_id, partition) + _base62(offset, _OFFSET_CHARS)
+    high, low = divmod(offset, _LOW_RANGE)  # the high digits change once in 14.7 M offsets
+    return (
+        _id_prefix(topic_id, partition)
+        + _offset_high(high)
+        + _BASE62_PAIRS[low // 3844]
+        + _BASE62_PAIRS[low % 3844]
+    )
 
 
 def parse_message_id(topic_id: str, text: str) -> tuple[int, int] | None:
@@ -85,13 +93,15 @@ def parse_message_id(topic_id: str, text: str) -> tuple[int, int] | None:
     return where & 0xFFFF, offset
 
 
+@functools.lru_cache(maxsize=1024)
+def _offset_high(high: int) -> str:
+    return _base62(high, _OFFSET_CHARS - 4)
+
+
 @functools.lru_cache(maxsize=65_536)
 def _id_prefix(topic_id: str, partition: int) -> str:
     where = (zlib.crc32(topic_id.encode()) << 16) | partition
     return MESSAGE_ID_PREFIX + _base62(where, _PREFIX_CHARS)
-
-
-_BASE62_PAIRS = [high + low for high in BASE62 for low in BASE62]
 
 
 def _base62(value: int, width: int) -> str:
