@@ -280,10 +280,20 @@ class PublishService:
         """Messages with their partitions, and their total size for the writer's flush cap."""
         now_ms = time.time_ns() // 1_000_000
         keyless_partition: int | None = None
+        limit = route.limits.max_message_bytes
+        exactly_once = route.exactly_once
+        encode = msgspec.json.encode
         entries = []
         total = 0
         for index, request in enumerate(requests):
-            message, size = _message(request, now_ms, route, index if batch else None)
+            if request.key is None and not request.headers:  # the common case, inlined
+                value = encode(request.data)
+                size = len(value)
+                if size > limit:
+                    raise MessageTooLarge(index if batch else None, size, limit, route.tier)
+                message = Message(None, {}, value, now_ms)
+            else:
+                message, size = _message(request, now_ms, route, index if batch else None)
             total += size + MESSAGE_OVERHEAD_BYTES
             if message.key is not None:
                 partition = partition_for_key(message.key, route.partitions)
@@ -291,7 +301,7 @@ class PublishService:
                 if keyless_partition is None:
                     keyless_partition = self._next_partition(route)
                 partition = keyless_partition
-            key = request.idempotency_key if route.exactly_once else None
+            key = request.idempotency_key if exactly_once else None
             entries.append(Entry(partition, message, key))
         return entries, total
 
