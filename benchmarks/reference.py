@@ -6,6 +6,7 @@ the machine the benchmark runs on instead of being a fixed number of millisecond
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import time
@@ -15,7 +16,8 @@ from typing import Any
 
 import psycopg
 
-from infra.object_store import ensure_bucket, s3_client
+from infra.object_store import ensure_bucket
+from infra.s3_http import Credentials, Endpoint, S3HttpClient, SigV4Signer
 
 REFERENCE_BUCKET = "bench-reference"  # apart from QueueCore's bucket, so PUT counts stay exact
 DEFAULT_LINGER_MS = 5.0
@@ -83,14 +85,23 @@ def standard_linger() -> float | None:
 
 
 def _time_puts(endpoint: str, samples: int) -> list[float]:
+    """PUTs through the client the segment writer uses (``infra.s3_http``), one at a time."""
     ensure_bucket(endpoint, REFERENCE_BUCKET, None, None, "us-east-1")
-    client = s3_client(endpoint, None, None, "us-east-1")
+    client = S3HttpClient(
+        Endpoint.parse(endpoint, "us-east-1"),
+        SigV4Signer("us-east-1", lambda: Credentials("queuecore", "queuecore")),
+    )
     body = secrets.token_bytes(OBJECT_BYTES)
+    loop = asyncio.new_event_loop()
 
     def put(index: int) -> None:
-        client.put_object(Bucket=REFERENCE_BUCKET, Key=f"reference/{index}", Body=body)
+        loop.run_until_complete(client.put_object(REFERENCE_BUCKET, f"reference/{index}", body))
 
-    return _timed(put, samples)
+    try:
+        return _timed(put, samples)
+    finally:
+        client.close()
+        loop.close()
 
 
 def _time_commits(database_url: str, samples: int) -> list[float]:

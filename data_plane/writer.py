@@ -1,9 +1,9 @@
 """The group-commit segment writer: one per API process (DESIGN §4).
 
 Publishes from every tenant and topic wait in one buffer. A flush starts when the earliest
-waiting publish's linger has passed (``express`` topics: a few ms; ``standard``: ~150 ms), when
-the buffer holds ``max_segment_bytes``, or at once when an express publish finds no flush in
-flight (group commit: what arrives during a flush goes together in the next one). It takes
+waiting publish's linger has passed (``express`` topics: 0 ms by default, i.e. at once;
+``standard``: ~150 ms) or the buffer holds ``max_segment_bytes`` — but while a flush is in flight
+what arrives waits for it to end and then goes together in the next one (group commit). It takes
 everything waiting, encodes ONE segment object with one block per (topic, partition), PUTs it,
 and then in ONE PostgreSQL statement (``qc_commit_flush``, its own transaction) reserves the
 offsets (partition rows locked in (topic_id, partition) order), records idempotency keys, inserts
@@ -67,7 +67,7 @@ class WriterSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WriterSettings:
         """Read and validate."""
-        linger = _int("WRITER_LINGER_MS", 2, 0, 1_000, env)
+        linger = _int("WRITER_LINGER_MS", 0, 0, 1_000, env)
         standard = _int("WRITER_STANDARD_LINGER_MS", 150, 0, 10_000, env)
         if standard < linger:
             raise SettingsError(
@@ -223,7 +223,6 @@ class SegmentWriter:
         self._pending: list[_Publish] = []
         self._pending_bytes = 0
         self._deadline: float | None = None
-        self._express_waiting = False
         self.flushes_started = 0  # the keyless partitioner moves on with every flush
         self._wakeup = asyncio.Event()
         self._slots = asyncio.Semaphore(MAX_INFLIGHT_FLUSHES)
@@ -267,9 +266,6 @@ class SegmentWriter:
         if self._deadline is None or deadline < self._deadline:
             self._deadline = deadline
             self._wakeup.set()
-        if topic.latency_class != "standard" and not self._express_waiting:
-            self._express_waiting = True
-            self._wakeup.set()
         if self._pending_bytes >= self.settings.max_segment_bytes:
             self._wakeup.set()
         return await asyncio.shield(future)
@@ -284,7 +280,7 @@ class SegmentWriter:
             await self._slots.acquire()
             batch, self._pending = self._pending, []
             self.flushes_started += 1
-            self._pending_bytes, self._deadline, self._express_waiting = 0, None, False
+            self._pending_bytes, self._deadline = 0, None
             task = asyncio.create_task(self._flush(batch))
             self._flushes[task] = time.monotonic()
             task.add_done_callback(self._flush_done)
@@ -307,18 +303,19 @@ class SegmentWriter:
     def _due_in(self) -> float:
         """Seconds until what is waiting should be flushed (0 or less: now).
 
-        Group commit as databases do it: with no flush in flight, an express publish goes at
-        once (waiting for company only adds latency) and a standard one after its linger; with a
-        flush in flight, what arrives meanwhile goes together in the next flush, which starts when
-        that one ends, so batches grow with the load instead of PUTs multiplying. Only a flush
-        that has run for :data:`OVERLAP_AFTER_S` (a slow PUT) gets another beside it.
+        Group commit as databases do it: with no flush in flight, the earliest linger decides
+        (express: 0 ms by default, so at once — waiting for company only adds latency when
+        nothing is in flight); with a flush in flight, what arrives meanwhile goes together in
+        the next flush, which starts when that one ends, so batches grow with the load instead
+        of PUTs multiplying. Only a flush that has run for :data:`OVERLAP_AFTER_S` (a slow PUT)
+        gets another beside it.
         """
         if self._pending_bytes >= self.settings.max_segment_bytes:
             return 0.0
         now = time.monotonic()
         due = self._deadline if self._deadline is not None else now
         if not self._flushes:
-            return 0.0 if self._express_waiting else due - now
+            return due - now
         return max(due, max(self._flushes.values()) + OVERLAP_AFTER_S) - now
 
     async def _flush(self, publishes: list[_Publish]) -> None:

@@ -39,7 +39,7 @@ FAST = WriterSettings(linger_ms=30, standard_linger_ms=30, max_segment_bytes=8 *
 
 def test_writer_settings_defaults_and_bad_values() -> None:
     defaults = WriterSettings.from_env({})
-    assert (defaults.linger_ms, defaults.standard_linger_ms) == (2, 150)
+    assert (defaults.linger_ms, defaults.standard_linger_ms) == (0, 150)
     assert defaults.max_segment_bytes == 8 * 1024 * 1024
     custom = WriterSettings.from_env(
         {"QUEUECORE_WRITER_LINGER_MS": "5", "QUEUECORE_WRITER_MAX_SEGMENT_BYTES": "1048576"}
@@ -236,6 +236,69 @@ def test_two_writers_racing_on_one_idempotency_key_store_it_once(services: Servi
             'SELECT partition, "offset" FROM idempotency_keys WHERE topic_id = %s', (topic.id,)
         ).fetchall()
     assert keys == [{"partition": 0, "offset": first[0].offset}]
+
+
+class SlowPuts:
+    """The real object store, with the first ``slow`` PUTs held for ``delay_s`` (a slow S3)."""
+
+    def __init__(self, real: Any, delay_s: float, slow: int = 1_000_000) -> None:
+        self.real = real
+        self.delay_s = delay_s
+        self.slow = slow
+        self.keys: list[str] = []
+
+    async def put_async(self, key: str, data: bytes) -> None:
+        self.keys.append(key)
+        if len(self.keys) <= self.slow:
+            await asyncio.sleep(self.delay_s)
+        await self.real.put_async(key, data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+IDLE_AT_ONCE = WriterSettings(linger_ms=0, standard_linger_ms=150, max_segment_bytes=8 << 20)
+
+
+def test_publishes_arriving_during_a_flush_share_the_next_one(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer_module, "OVERLAP_AFTER_S", 5.0)
+    topic = new_topic(services.database_url, partitions=1)
+
+    async def work(writer: SegmentWriter) -> list[list[Placement]]:
+        writer.objects = SlowPuts(writer.objects, delay_s=0.6)
+        first = asyncio.ensure_future(writer.write(topic, entries(1, 0, "first")))
+        later = []
+        for i in range(3):  # one by one, while the first flush is in flight
+            await asyncio.sleep(0.05)
+            later.append(asyncio.ensure_future(writer.write(topic, entries(1, 0, f"later{i}"))))
+        return [await first, *await asyncio.gather(*later)]
+
+    results = with_writer(work, config=IDLE_AT_ONCE)
+    assert [p.offset for placements in results for p in placements] == [0, 1, 2, 3]
+    rows = index_rows(services.database_url, topic.id)
+    # The idle writer flushed the first publish alone, at once; the three that came while it
+    # was in flight waited for it and went together in one more object.
+    assert [(r["base_offset"], r["count"]) for r in rows] == [(0, 1), (1, 3)]
+
+
+def test_a_stalled_flush_gets_another_beside_it(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer_module, "OVERLAP_AFTER_S", 0.1)
+    topic = new_topic(services.database_url, partitions=2)
+
+    async def work(writer: SegmentWriter) -> tuple[bool, list[Placement], list[Placement]]:
+        writer.objects = SlowPuts(writer.objects, delay_s=3.0, slow=1)
+        stalled = asyncio.ensure_future(writer.write(topic, entries(1, 0, "stalled")))
+        await asyncio.sleep(0.02)
+        beside = await writer.write(topic, entries(1, 1, "beside"))
+        return stalled.done(), beside, await stalled
+
+    stalled_done_first, beside, stalled = with_writer(work, config=IDLE_AT_ONCE)
+    assert not stalled_done_first  # the second publish did not wait for the slow PUT
+    assert [(p.partition, p.offset) for p in beside + stalled] == [(1, 0), (0, 0)]
 
 
 def test_close_flushes_what_is_waiting(services: Services) -> None:
