@@ -2,8 +2,8 @@
 
 Publishes from every tenant and topic wait in one buffer. A flush starts when the earliest
 waiting publish's linger has passed (``express`` topics: 0 ms by default, i.e. at once;
-``standard``: ~150 ms) or the buffer holds ``max_segment_bytes`` — but while a flush is in flight
-what arrives waits for it to end and then goes together in the next one (group commit). It takes
+``standard``: ~150 ms) or the buffer holds ``max_segment_bytes`` — but while a flush uploads its
+object what arrives waits for that PUT and then goes together in the next flush (group commit). It takes
 everything waiting, encodes ONE segment object with one block per (topic, partition), PUTs it,
 and then in ONE PostgreSQL statement (``qc_commit_flush``, its own transaction) reserves the
 offsets (partition rows locked in (topic_id, partition) order), records idempotency keys, inserts
@@ -11,10 +11,11 @@ the object and block index rows and NOTIFYs ``qc_publish``. Only after the commi
 publishes answered. A failed PUT or commit fails every publish of the flush with 503 and
 commits nothing (the object, if written, is an orphan for the GC task).
 
-While a flush is in flight the next one waits for it (see :meth:`SegmentWriter._due_in`); one
-that runs longer than :data:`OVERLAP_AFTER_S` gets another beside it, up to
-:data:`MAX_INFLIGHT_FLUSHES`, so a slow PUT does not stall the process. Within a partition the
-order of messages is the commit order.
+While a flush uploads its object the next one waits for that PUT to end, then uploads while the
+first commits (see :meth:`SegmentWriter._due_in`); a PUT that runs longer than
+:data:`OVERLAP_AFTER_S` gets another beside it, up to :data:`MAX_INFLIGHT_FLUSHES` flushes in
+flight, so a slow PUT does not stall the process. Within a partition the order of messages is the
+commit order.
 
 Two conflicts are found only inside the transaction; both roll it back and re-run the flush
 without the publishes concerned, with a new object (rare, so the extra PUT does not matter):
@@ -50,7 +51,7 @@ from observability.logging import get_logger
 log = get_logger("queuecore.writer")
 
 MAX_INFLIGHT_FLUSHES = 4
-OVERLAP_AFTER_S = 0.025  # a flush starts beside one in flight only once that one ran this long
+OVERLAP_AFTER_S = 0.025  # a PUT starts beside one in progress only once that one ran this long
 MAX_FLUSH_ATTEMPTS = 3
 INLINE_ENCODE_BYTES = 64 * 1024  # smaller flushes encode on the event loop, larger in a thread
 MESSAGE_OVERHEAD_BYTES = 20  # per-message columns in a block (timestamp, lengths)
@@ -226,7 +227,8 @@ class SegmentWriter:
         self.flushes_started = 0  # the keyless partitioner moves on with every flush
         self._wakeup = asyncio.Event()
         self._slots = asyncio.Semaphore(MAX_INFLIGHT_FLUSHES)
-        self._flushes: dict[asyncio.Task[None], float] = {}  # in flight, with their start times
+        self._flushes: set[asyncio.Task[None]] = set()
+        self._uploading: dict[asyncio.Task[None], float] = {}  # PUT in progress, since when
         self._loop_task: asyncio.Task[None] | None = None
         self._closing = False
 
@@ -282,13 +284,21 @@ class SegmentWriter:
             self.flushes_started += 1
             self._pending_bytes, self._deadline = 0, None
             task = asyncio.create_task(self._flush(batch))
-            self._flushes[task] = time.monotonic()
+            self._flushes.add(task)
+            self._uploading[task] = time.monotonic()
             task.add_done_callback(self._flush_done)
 
     def _flush_done(self, task: asyncio.Task[None]) -> None:
-        self._flushes.pop(task, None)
+        self._flushes.discard(task)
+        self._uploading.pop(task, None)
         self._slots.release()
-        self._wakeup.set()  # express publishes that waited for this flush can go now
+        self._wakeup.set()
+
+    def _upload_done(self) -> None:
+        """The current flush's PUT ended: the next flush may upload while this one commits."""
+        task = asyncio.current_task()
+        if task is not None and self._uploading.pop(task, None) is not None:
+            self._wakeup.set()
 
     async def _wait_until_due(self) -> None:
         while not self._closing:
@@ -303,20 +313,20 @@ class SegmentWriter:
     def _due_in(self) -> float:
         """Seconds until what is waiting should be flushed (0 or less: now).
 
-        Group commit as databases do it: with no flush in flight, the earliest linger decides
+        Group commit as databases do it: with no PUT in progress, the earliest linger decides
         (express: 0 ms by default, so at once — waiting for company only adds latency when
-        nothing is in flight); with a flush in flight, what arrives meanwhile goes together in
-        the next flush, which starts when that one ends, so batches grow with the load instead
-        of PUTs multiplying. Only a flush that has run for :data:`OVERLAP_AFTER_S` (a slow PUT)
-        gets another beside it.
+        nothing is in flight); while a flush uploads its object, what arrives meanwhile goes
+        together in the next flush, which starts as soon as that PUT ends, so its PUT overlaps
+        the previous flush's commit and batches grow with the load instead of PUTs multiplying.
+        Only a PUT that has run for :data:`OVERLAP_AFTER_S` (a slow one) gets another beside it.
         """
         if self._pending_bytes >= self.settings.max_segment_bytes:
             return 0.0
         now = time.monotonic()
         due = self._deadline if self._deadline is not None else now
-        if not self._flushes:
+        if not self._uploading:
             return due - now
-        return max(due, max(self._flushes.values()) + OVERLAP_AFTER_S) - now
+        return max(due, max(self._uploading.values()) + OVERLAP_AFTER_S) - now
 
     async def _flush(self, publishes: list[_Publish]) -> None:
         try:
@@ -352,6 +362,8 @@ class SegmentWriter:
             log.warning("segment_put_failed", detail=f"{type(exc).__name__}: {exc}"[:300])
             _fail(publishes, PublishUnavailable("the object store write failed"))
             return
+        finally:
+            self._upload_done()
         try:
             bases = await self._commit(key, len(data), refs, layout)
         except (psycopg.Error, psycopg_pool.PoolTimeout, OSError) as exc:
