@@ -107,6 +107,11 @@ class FaultyObjectStore:
         self._enter("get", key)
         return self.inner.get(key, start, end)
 
+    async def get_async(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        """Read, unless a get failure is due."""
+        self._enter("get", key)
+        return await self.inner.get_async(key, start, end)
+
     def delete(self, keys: list[str]) -> None:
         """Delete, unless a delete failure is due."""
         self._enter("delete")

@@ -1,8 +1,8 @@
 """The read path: the messages of one partition from an offset, out of segment objects on S3.
 
 One indexed query finds the block holding the offset and the blocks after it; each block not in
-the :class:`BlockCache` is fetched with one ranged GET and decoded in a worker thread, checked
-against its index row (topic, partition, message count) and cached.
+the :class:`BlockCache` is fetched with one ranged GET on the event loop (big blocks decode in a
+worker thread), checked against its index row (topic, partition, message count) and cached.
 
 Offsets (``earliest`` = ``partitions.start_offset``, the first retained offset; ``latest`` =
 ``partitions.next_offset``, the offset the next publish gets, i.e. one past the last message):
@@ -33,6 +33,7 @@ from infra.errors import ClientError, NotFound, ServerError, Unavailable
 from infra.object_store import ObjectNotFound, ObjectStore
 
 Conn = AsyncConnection[dict[str, Any]]
+INLINE_DECODE_BYTES = 256 * 1024  # smaller blocks decode on the event loop, larger in a thread
 
 
 class OffsetOutOfRange(ClientError):
@@ -247,11 +248,11 @@ class SegmentReader:
     async def _load(
         self, topic_id: str, partition: int, blocks: Sequence[BlockRow]
     ) -> list[Sequence[Message]]:
-        """Each block's messages: from the cache, or fetched in parallel threads."""
+        """Each block's messages: from the cache, or fetched with concurrent ranged GETs."""
         cached = [self._cached(topic_id, partition, block) for block in blocks]
         missing = [i for i, messages in enumerate(cached) if messages is None]
         fetched = await asyncio.gather(
-            *(asyncio.to_thread(self._fetch, topic_id, partition, blocks[i]) for i in missing)
+            *(self._fetch(topic_id, partition, blocks[i]) for i in missing)
         )
         for i, messages in zip(missing, fetched, strict=True):
             cached[i] = messages
@@ -265,16 +266,19 @@ class SegmentReader:
             return None
         return messages
 
-    def _fetch(self, topic_id: str, partition: int, block: BlockRow) -> list[Message]:
+    async def _fetch(self, topic_id: str, partition: int, block: BlockRow) -> list[Message]:
         """One ranged GET, decode, verify against the index row, cache."""
         last_byte = block.byte_offset + block.byte_length - 1
         try:
-            data = self.objects.get(block.object_key, block.byte_offset, last_byte)
+            data = await self.objects.get_async(block.object_key, block.byte_offset, last_byte)
         except ObjectNotFound as exc:
             raise _ObjectVanished(block) from exc
         except Exception as exc:
             raise ObjectStoreUnavailable(exc) from exc
-        messages = verified_block(data, topic_id, partition, block)
+        if len(data) < INLINE_DECODE_BYTES:
+            messages = verified_block(data, topic_id, partition, block)
+        else:  # zstd releases the GIL: a big block decodes beside the event loop
+            messages = await asyncio.to_thread(verified_block, data, topic_id, partition, block)
         self.cache.put(topic_id, partition, block.base_offset, messages)
         return messages
 

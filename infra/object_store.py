@@ -1,8 +1,9 @@
 """Object storage: the :class:`ObjectStore` interface and its S3 implementation.
 
 The same code talks to AWS S3, MinIO and SeaweedFS; only the endpoint and credentials differ.
-Reads, deletes and listings go through boto3 (in threads); the write path's PUTs go through the
-asyncio client of :mod:`infra.s3_http`, which costs a tenth of the CPU and blocks no thread.
+Deletes and listings go through boto3 (in threads); the hot paths' PUTs and ranged GETs go
+through the asyncio client of :mod:`infra.s3_http`, which costs a tenth of the CPU and blocks no
+thread.
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from infra.s3_http import Credentials, CredentialsProvider, Endpoint, S3HttpClient, SigV4Signer
+from infra.s3_http import (
+    Credentials,
+    CredentialsProvider,
+    Endpoint,
+    S3HttpClient,
+    S3RequestFailed,
+    SigV4Signer,
+)
 from infra.settings import ObjectStoreSettings
 
 if TYPE_CHECKING:
@@ -41,6 +49,9 @@ class ObjectStore(Protocol):
 
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         """Read a whole object, or the inclusive byte range ``start``..``end``."""
+
+    async def get_async(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        """:meth:`get` on the running event loop."""
 
     def delete(self, keys: list[str]) -> None:
         """Delete objects; missing keys are not an error."""
@@ -144,6 +155,17 @@ class S3ObjectStore:
             await asyncio.to_thread(self.put, key, data)
         else:
             await self.http.put_object(self.bucket, self._key(key), data)
+
+    async def get_async(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        """Read without blocking the event loop; a missing key is :class:`ObjectNotFound`."""
+        if self.http is None:  # built from a bare boto3 client
+            return await asyncio.to_thread(self.get, key, start, end)
+        try:
+            return await self.http.get_object(self.bucket, self._key(key), start, end)
+        except S3RequestFailed as exc:
+            if exc.status == 404:
+                raise ObjectNotFound(key) from exc
+            raise
 
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         """Read an object or an inclusive byte range of it."""

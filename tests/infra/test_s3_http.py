@@ -16,7 +16,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials as BotoCredentials
 
 from infra import settings
-from infra.object_store import S3ObjectStore
+from infra.object_store import ObjectNotFound, S3ObjectStore
 from infra.s3_http import Credentials, Endpoint, S3RequestFailed, SigV4Signer
 from tests.support.services import Services
 
@@ -93,3 +93,24 @@ def test_server_error_is_raised_with_its_code(store: S3ObjectStore) -> None:
     # SeaweedFS answers 403 AccessDenied, AWS 404 NoSuchBucket: either way a 4xx with its code.
     assert 400 <= failure.value.status < 500
     assert failure.value.code in {"NoSuchBucket", "AccessDenied"}
+
+
+def test_get_async_reads_whole_objects_and_ranges(store: S3ObjectStore) -> None:
+    data = bytes(i % 251 for i in range(200_000))
+    store.put("seg/ranged ä.seg", data)
+
+    async def reads() -> list[bytes]:
+        return list(
+            await asyncio.gather(
+                store.get_async("seg/ranged ä.seg"),
+                store.get_async("seg/ranged ä.seg", 10, 19),
+                store.get_async("seg/ranged ä.seg", 199_990),
+            )
+        )
+
+    assert asyncio.run(reads()) == [data, data[10:20], data[199_990:]]
+
+
+def test_get_async_of_a_missing_key_is_object_not_found(store: S3ObjectStore) -> None:
+    with pytest.raises(ObjectNotFound):
+        asyncio.run(store.get_async("never/written"))
