@@ -5,7 +5,7 @@ from __future__ import annotations
 from litestar import Router
 from litestar.middleware import DefineMiddleware
 
-from control_plane.auth import ApiKeyAuthenticationMiddleware, requires_scope
+from control_plane.auth import ApiKeyAuthenticationMiddleware, scope_middleware
 from control_plane.consume import ConsumeController
 from control_plane.groups import GroupsController
 from control_plane.keys import KeysController
@@ -15,7 +15,7 @@ from control_plane.topics import PublishController, TopicsController
 
 
 def v1_router() -> Router:
-    """All ``/v1`` controllers behind key authentication and scope guards."""
+    """All ``/v1`` controllers behind key authentication, rate limits and scope checks."""
     return Router(
         path="/v1",
         route_handlers=[
@@ -26,7 +26,10 @@ def v1_router() -> Router:
             GroupsController,
             ConsumeController,
         ],
-        middleware=[DefineMiddleware(ApiKeyAuthenticationMiddleware), rate_limit_middleware],
-        guards=[requires_scope],
+        middleware=[
+            DefineMiddleware(ApiKeyAuthenticationMiddleware),
+            rate_limit_middleware,
+            scope_middleware,
+        ],
         security=[{"apiKey": []}],
     )
