@@ -318,7 +318,7 @@ class PublishService:
     async def _write(
         self, route: TopicRoute, entries: list[Entry], size_bytes: int
     ) -> list[Placement]:
-        if all(entry.idempotency_key is None for entry in entries):
+        if not route.exactly_once or all(entry.idempotency_key is None for entry in entries):
             return await self.writer.write(route.target, entries, size_bytes)
         return await _IdempotentWrite(self, self._inflight, route, entries).run()
 
