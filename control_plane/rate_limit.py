@@ -1,6 +1,6 @@
 """Rate limiting of ``/v1`` routes: the route's ``opt["scope"]`` names its category.
 
-Runs after key authentication (the budget is per API key) and before the scope guards. Every
+Runs after key authentication (the budget is per API key) and before the scope check. Every
 response of a limited route carries ``X-RateLimit-Limit``, ``-Remaining`` and ``-Reset``; over the
 limit the request ends as ``429 RATE_LIMIT_EXCEEDED`` with ``Retry-After``.
 """
