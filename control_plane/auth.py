@@ -1,4 +1,4 @@
-"""Authentication of ``/v1`` requests by API key, and scope guards.
+"""Authentication of ``/v1`` requests by API key, and scope checks.
 
 Missing, malformed, unknown, revoked and expired keys all get the same ``401 INVALID_API_KEY``.
 A valid key without the scope a route needs gets ``403 FORBIDDEN``.
