@@ -110,6 +110,15 @@ def test_kill_9_of_one_consumer_leaves_every_message_acked_exactly_once(
     ]
     total = 400
     try:
+        # Both members own partitions before anything is published, so the first cannot find
+        # the second has drained everything by the time it joins.
+        wait_for(
+            lambda: client.get("/v1/topics/work.items/groups/g").json()["consumers"] == 2,
+            60,
+            "both consumers joined",
+            consumers[0],
+            histories[0].with_suffix(".err"),
+        )
         for batch in range(8):
             messages = [{"data": {"n": batch * 50 + i}} for i in range(50)]
             assert (
