@@ -382,18 +382,9 @@ def run_queuecore(cfg: Config, root: Path, results: dict[str, Any]) -> None:
 
 def run_peers(cfg: Config, root: Path, results: dict[str, Any]) -> None:
     """Drain the same backlog from each selected, installed peer."""
-    out: dict[str, Any] = {}
-    for name in PEERS:
-        if name not in cfg.peers:
-            out[name] = {"status": "not selected"}
-            continue
-        missing = peers.redis_missing() if name == "redis" else peers.rabbitmq_missing()
-        if missing:
-            out[name] = {"status": "not installed", "reason": missing}
-            _step(f"peer {name}: not installed ({missing})")
-            continue
-        out[name] = _run_peer(name, cfg, root / name)
-    results["peers"] = out
+    results["peers"] = peers.run_selected(
+        PEERS, cfg.peers, lambda name: _run_peer(name, cfg, root / name), _step
+    )
 
 
 def _run_peer(name: str, cfg: Config, root: Path) -> dict[str, Any]:

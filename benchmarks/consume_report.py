@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.report import NOT_MEASURED, cpu_note, cpu_shares
+from benchmarks.report import NOT_MEASURED, cpu_note, cpu_shares, reference_lines
 
 THROUGHPUT_FACTOR = 3.0  # consume+ack ≥ 3x RabbitMQ quorum queues
 LATENCY_FACTOR = 3.0  # e2e p99 ≤ 3x (one S3 PUT + one commit + linger)
@@ -22,7 +22,7 @@ def render(results: dict[str, Any]) -> str:
     for row in [*_throughput_rows(results), *_latency_rows(results)]:
         rows.append("| " + " | ".join(row) + " |")
     lines = ["## QueueCore consumer benchmark", "", *rows, ""]
-    lines += [*_reference(results), "", *_notes(results), "", *_machine(results)]
+    lines += [*reference_lines(results), "", *_notes(results), "", *_machine(results)]
     return "\n".join(lines) + "\n"
 
 
@@ -111,18 +111,6 @@ def _latency_rows(results: dict[str, Any]) -> list[list[str]]:
         ]
     )
     return rows
-
-
-def _reference(results: dict[str, Any]) -> list[str]:
-    ref = results.get("reference")
-    if not ref:
-        return ["Reference cost: not measured."]
-    return [
-        f"Reference cost, measured in this run: S3 PUT of 1 KiB p50 {ref['put_p50_ms']:.2f} ms "
-        f"(p99 {ref['put_p99_ms']:.2f}), PostgreSQL INSERT+COMMIT p50 {ref['commit_p50_ms']:.2f} ms "
-        f"(p99 {ref['commit_p99_ms']:.2f}), express linger {ref['linger_ms']:g} ms "
-        f"({ref['linger_source']}) → one flush ≈ {ref['flush_ms']:.2f} ms."
-    ]
 
 
 def _notes(results: dict[str, Any]) -> list[str]:

@@ -12,6 +12,7 @@ import re
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,27 @@ def _packed_xadds(conn: Any, payloads: list[str], size: int) -> list[list[bytes]
         conn.pack_commands(commands[start : start + size])
         for start in range(0, len(commands) - size + 1, size)
     ]
+
+
+def run_selected(
+    names: tuple[str, ...],
+    selected: tuple[str, ...],
+    run: Callable[[str], dict[str, Any]],
+    step: Callable[[str], None],
+) -> dict[str, Any]:
+    """``run(name)`` for each selected, installed peer; a status saying why for the others."""
+    out: dict[str, Any] = {}
+    for name in names:
+        if name not in selected:
+            out[name] = {"status": "not selected"}
+            continue
+        missing = redis_missing() if name == "redis" else rabbitmq_missing()
+        if missing:
+            out[name] = {"status": "not installed", "reason": missing}
+            step(f"peer {name}: not installed ({missing})")
+            continue
+        out[name] = run(name)
+    return out
 
 
 def rabbitmq_missing() -> str | None:

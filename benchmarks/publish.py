@@ -231,18 +231,9 @@ def _encode(value: Any) -> bytes:
 def run_peers(cfg: Config, root: Path, results: dict[str, Any]) -> None:
     """Measure each selected peer that is installed; say why for the others."""
     texts = payloads()
-    out: dict[str, Any] = {}
-    for name in PEERS:
-        if name not in cfg.peers:
-            out[name] = {"status": "not selected"}
-            continue
-        missing = peers.redis_missing() if name == "redis" else peers.rabbitmq_missing()
-        if missing:
-            out[name] = {"status": "not installed", "reason": missing}
-            _step(f"peer {name}: not installed ({missing})")
-            continue
-        out[name] = _run_peer(name, cfg, root / name, texts)
-    results["peers"] = out
+    results["peers"] = peers.run_selected(
+        PEERS, cfg.peers, lambda name: _run_peer(name, cfg, root / name, texts), _step
+    )
 
 
 def _run_peer(name: str, cfg: Config, root: Path, texts: list[str]) -> dict[str, Any]:

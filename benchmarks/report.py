@@ -48,7 +48,7 @@ def render(results: dict[str, Any]) -> str:
     """The whole report: table, reference cost, notes, machine."""
     lines = ["## QueueCore publish benchmark", ""]
     lines += _table(results)
-    lines += ["", *_reference_lines(results), "", *_notes(results), "", *_machine_lines(results)]
+    lines += ["", *reference_lines(results), "", *_notes(results), "", *_machine_lines(results)]
     return "\n".join(lines) + "\n"
 
 
@@ -169,7 +169,8 @@ def _cost_rows(results: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def _reference_lines(results: dict[str, Any]) -> list[str]:
+def reference_lines(results: dict[str, Any]) -> list[str]:
+    """The reference-cost sentence under a report's table."""
     ref = results.get("reference")
     if not ref:
         return ["Reference cost: not measured."]
