@@ -4,8 +4,8 @@ Publishes from every tenant and topic wait in one buffer. A flush starts when th
 waiting publish's linger has passed (``express`` topics: 0 ms by default, i.e. at once;
 ``standard``: ~150 ms) or the buffer holds ``max_segment_bytes`` — but while a flush uploads
 its object, what arrives waits for that PUT and then goes together in the next flush (group
-commit). It takes everything waiting, encodes ONE segment object with one block per (topic, partition), PUTs it,
-and then in ONE PostgreSQL statement (``qc_commit_flush``, its own transaction) reserves the
+commit). It takes everything waiting, encodes ONE segment object with one block per (topic,
+partition), PUTs it, and then in ONE PostgreSQL statement (``qc_commit_flush``, its own transaction) reserves the
 offsets (partition rows locked in (topic_id, partition) order), records idempotency keys, inserts
 the object and block index rows and NOTIFYs ``qc_publish``. Only after the commit are the
 publishes answered. A failed PUT or commit fails every publish of the flush with 503 and
