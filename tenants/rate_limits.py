@@ -193,6 +193,7 @@ class RateLimiter:
         self._clock = clock
         self._local = LocalWindow(clock=clock)
         self._local_limits: dict[str, tuple[float, Limits]] = {}
+        self._loading: dict[str, asyncio.Future[Limits]] = {}
         self._redis_retry_at = 0.0
         self._failing = False
         self._warned_at: float | None = None
@@ -231,7 +232,7 @@ class RateLimiter:
         keys = [limits_key(organisation_id), window_key(organisation_id, key_id, category)]
         reply = await self._eval(keys, category, "")
         if int(reply[0]) < 0:
-            limits = await self._load_limits(organisation_id)
+            limits = await self._recent_limits(organisation_id)
             reply = await self._eval(keys, category, encode_limits(limits))
         allowed, limit, remaining, reset_ms = (int(v) for v in reply)
         return Decision(allowed == 1, limit, remaining, reset_ms)
@@ -249,20 +250,31 @@ class RateLimiter:
         return reply
 
     async def _hit_local(self, organisation_id: str, key_id: str, category: Category) -> Decision:
-        limits = await self._limits_in_memory(organisation_id)
+        limits = await self._recent_limits(organisation_id)
         return self._local.hit(f"{key_id}:{category}", limits.rate(category))
 
-    async def _limits_in_memory(self, organisation_id: str) -> Limits:
-        # Without Redis, a tier change reaches this process within LOCAL_LIMITS_TTL_S.
+    async def _recent_limits(self, organisation_id: str) -> Limits:
+        # Without Redis, a tier change reaches this process within LOCAL_LIMITS_TTL_S. With Redis,
+        # these only fill its missing limits key: a tier change writes that key itself.
         now = self._clock()
         cached = self._local_limits.get(organisation_id)
         if cached is not None and cached[0] > now:
             return cached[1]
-        limits = await self._load_limits(organisation_id)
+        limits = await self._load_once(organisation_id)
         if len(self._local_limits) >= MAX_LOCAL_BUCKETS:
             self._local_limits.clear()
         self._local_limits[organisation_id] = (now + LOCAL_LIMITS_TTL_S, limits)
         return limits
+
+    async def _load_once(self, organisation_id: str) -> Limits:
+        # A burst on a cold organisation makes one PostgreSQL query, not one per request: the
+        # stampede of loads kept the event loop so busy that Redis calls timed out.
+        loading = self._loading.get(organisation_id)
+        if loading is None:
+            loading = asyncio.ensure_future(self._load_limits(organisation_id))
+            self._loading[organisation_id] = loading
+            loading.add_done_callback(lambda _: self._loading.pop(organisation_id, None))
+        return await asyncio.shield(loading)
 
     def _redis_failed(self, exc: BaseException) -> None:
         now = self._clock()

@@ -40,11 +40,20 @@ WINDOW_S = 1.05  # a little over the one-second window, so earlier requests have
 
 
 def _limiter_hits(
-    services: Services, org: NewOrganisation, category: Category, n: int
+    services: Services,
+    org: NewOrganisation,
+    category: Category,
+    n: int,
+    loads: list[str] | None = None,
 ) -> list[rate_limits.Decision]:
-    """``n`` concurrent hits on the development key through a fresh limiter (its own process)."""
+    """``n`` concurrent hits on the development key through a fresh limiter (its own process).
+
+    Each load of the organisation's limits from PostgreSQL is appended to ``loads``.
+    """
 
     async def load(organisation_id: str) -> Limits:
+        if loads is not None:
+            loads.append(organisation_id)
         return await _org_limits(services.database_url, organisation_id)
 
     async def go() -> list[rate_limits.Decision]:
@@ -82,6 +91,16 @@ def test_developer_burst_of_three_times_the_limit_lets_the_limit_through(
     refused = [d for d in decisions if not d.allowed]
     assert refused and all(d.retry_after_s >= 1 and d.remaining == 0 for d in refused)
     assert {d.limit for d in decisions} == {limit}
+
+
+def test_a_burst_on_a_cold_organisation_loads_its_limits_once(services: Services) -> None:
+    # Loading per request made 300 PostgreSQL connections at once; the busy event loop then
+    # timed the Redis calls out and the limiter fell back to per-process limits.
+    org = new_organisation(services.database_url)
+    loads: list[str] = []
+    decisions = _limiter_hits(services, org, "publish", 300, loads)
+    assert loads == [org.organisation.id]
+    assert sum(d.allowed for d in decisions) == 100
 
 
 def test_enterprise_custom_publish_limit_is_honoured_by_the_limiter(services: Services) -> None:
