@@ -12,12 +12,11 @@ from typing import Annotated, Any, Literal, cast
 import msgspec
 from litestar import Controller, Litestar, Request, Response, get, post
 from litestar.params import Body, FromPath, QueryParameter
-from litestar.response import ServerSentEvent
-from litestar.response.sse import ServerSentEventMessage
 
 from control_plane.auth import auth_context
 from control_plane.messages import segment_reader
 from control_plane.resources import resources_of
+from control_plane.sse import EventStream, comment, event, events
 from data_plane import delivery
 from data_plane.delivery import AckRejected, Delivery, GroupRef, GroupRefCache, Pulled
 from data_plane.groups import GroupTopicNotFound, MemberNotFound, parse_duration_ms
@@ -279,11 +278,11 @@ class ConsumeController(Controller):
         topic: FromPath[str],
         group: FromPath[str],
         member_id: FromPath[str],
-    ) -> ServerSentEvent:
+    ) -> EventStream:
         """Event ``message`` per delivery; a comment keeps idle connections open."""
         ref = await _group_ref(request, topic, group)
         first = await _pull_once(request, ref, member_id, STREAM_BATCH)
-        return ServerSentEvent(_events(request, member_id, first))
+        return EventStream(_events(request, member_id, first))
 
     @post("/ack", summary="Acknowledge messages (batched)", status_code=200)
     async def ack(
@@ -388,7 +387,7 @@ class ConsumeController(Controller):
 
 async def _events(
     request: Request[Any, Any, Any], member_id: str, first: Pulled
-) -> AsyncIterator[ServerSentEventMessage]:
+) -> AsyncIterator[bytes]:
     """Deliveries as they become available; ends with an ``error`` event if the member is gone.
 
     The stream registers for its partitions' notifications before each pull and sleeps on
@@ -398,11 +397,9 @@ async def _events(
     pulled, look_again = first, True  # registered after the first pull: look once more
     with listener_of(request.app).watch(first.ref.topic_id, first.partitions) as watch:
         while True:
-            wires = Renderer(pulled.ref).all(pulled.deliveries)
-            for item, wire in zip(pulled.deliveries, wires, strict=True):
-                yield ServerSentEventMessage(
-                    data=msgspec.json.encode(wire).decode(), event="message", id=item.ack_id
-                )
+            if pulled.deliveries:
+                wires = Renderer(pulled.ref).all(pulled.deliveries)
+                yield events("message", [(wire.ack_id, wire) for wire in wires])
             try:
                 if not look_again and len(pulled.deliveries) < STREAM_BATCH:
                     await watch.wait(_wait_s(pulled, KEEPALIVE_S))
@@ -421,11 +418,9 @@ async def _events(
                 )
                 return
             if not pulled.deliveries:
-                yield ServerSentEventMessage(comment="keepalive", data=None)
+                yield comment("keepalive")
 
 
-def _error_event(code: str, message: str) -> ServerSentEventMessage:
+def _error_event(code: str, message: str) -> bytes:
     """The last event of a stream that cannot go on."""
-    return ServerSentEventMessage(
-        data=msgspec.json.encode({"code": code, "message": message}).decode(), event="error"
-    )
+    return event("error", {"code": code, "message": message})
