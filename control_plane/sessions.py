@@ -2,7 +2,9 @@
 
 Not under ``/v1`` and not authenticated by API key. Dashboard routes protect themselves with the
 :func:`require_session` guard (and :func:`require_csrf` for unsafe methods) and read the caller
-with :func:`session_of`.
+with :func:`session_of`. Logins are throttled per account and per client address
+(``tenants.login_throttle``): over the limit they end as ``429 RATE_LIMIT_EXCEEDED`` with
+``Retry-After``, the password unchecked.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Controller, Request, Response, get, post
+from litestar import Controller, Litestar, Request, Response, get, post
 from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
 from litestar.handlers.base import BaseRouteHandler
@@ -20,12 +22,14 @@ from control_plane.resources import resources_of
 from infra import settings
 from observability.logging import bind
 from tenants import sessions
+from tenants.login_throttle import LoginThrottle
 from tenants.sessions import SESSION_TTL_S, CsrfFailed, Session, SessionRequired
 
 COOKIE_NAME = "qc_session"
 CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _STATE_KEY = "qc_session"
+_THROTTLE_STATE = "login_throttle"
 
 
 class LoginRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -115,6 +119,18 @@ def session_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Session:
     return session
 
 
+def login_throttle_of(app: Litestar) -> LoginThrottle:
+    """The process's login throttle on its shared Redis client, made on first use.
+
+    Whoever builds the app may set ``app.state.login_throttle`` first (tests use shorter windows).
+    """
+    throttle = app.state.get(_THROTTLE_STATE)
+    if not isinstance(throttle, LoginThrottle):
+        throttle = LoginThrottle(resources_of(app).redis)
+        app.state[_THROTTLE_STATE] = throttle
+    return throttle
+
+
 class SessionController(Controller):
     """Sign in and out of the dashboard."""
 
@@ -125,9 +141,15 @@ class SessionController(Controller):
     async def login(
         self, request: Request[Any, Any, Any], data: Annotated[LoginRequest, Body()]
     ) -> Response[SessionView]:
-        """Sets the ``qc_session`` cookie; 401 ``INVALID_CREDENTIALS`` for any wrong pair."""
+        """Sets the ``qc_session`` cookie; 401 ``INVALID_CREDENTIALS`` for any wrong pair.
+
+        429 ``RATE_LIMIT_EXCEEDED`` with ``Retry-After`` after too many recent failures for the
+        account or from the client's address, whatever the password.
+        """
+        throttle = login_throttle_of(request.app)
+        client_address = request.client.host if request.client else None
         async with resources_of(request.app).db.connection() as conn:
-            opened = await sessions.login(conn, data.email, data.password)
+            opened = await sessions.login(conn, data.email, data.password, throttle, client_address)
         bind(user_id=opened.session.user_id)
         return Response(SessionView.of(opened.session), cookies=[session_cookie(opened.token)])
 

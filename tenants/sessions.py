@@ -2,7 +2,8 @@
 
 The token (32 random bytes, URL-safe) exists only in the user's cookie; the database keeps its
 hash, so a leaked ``user_sessions`` table cannot be replayed. Each session has its own CSRF token,
-which unsafe requests must echo in a header.
+which unsafe requests must echo in a header. Sign-in attempts go through a
+:class:`~tenants.login_throttle.LoginThrottle`, so passwords cannot be guessed without limit.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from psycopg import AsyncConnection
 from infra.errors import ClientError
 from tenants import queries as q
 from tenants.errors import InvalidCredentials
+from tenants.login_throttle import LoginThrottle
 from tenants.passwords import DUMMY_HASH, verify_password
 
 Conn = AsyncConnection[dict[str, Any]]
@@ -86,9 +88,29 @@ def token_hash(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
 
-async def login(conn: Conn, email: str, password: str, ttl_s: int = SESSION_TTL_S) -> NewSession:
-    """Open a session for valid credentials; :class:`InvalidCredentials` for any mismatch."""
+async def login(
+    conn: Conn,
+    email: str,
+    password: str,
+    throttle: LoginThrottle,
+    client_address: str | None,
+    ttl_s: int = SESSION_TTL_S,
+) -> NewSession:
+    """Open a session for valid credentials; :class:`InvalidCredentials` for any mismatch.
+
+    While the account or the client address has had too many recent failures this raises
+    :class:`~tenants.login_throttle.TooManyLoginAttempts` without looking at the password.
+    """
     user = await _user_by_email(conn, email.strip())
+    # An existing account is counted under its stored email, so no spelling that PostgreSQL's
+    # lower() matches to it (but Python's lower() does not) gets a fresh allowance of guesses.
+    async with throttle.attempt(str(user["email"]) if user else email, client_address):
+        return await _open_session(conn, user, password, ttl_s)
+
+
+async def _open_session(
+    conn: Conn, user: dict[str, Any] | None, password: str, ttl_s: int
+) -> NewSession:
     if len(password) > MAX_PASSWORD_LENGTH:
         raise InvalidCredentials
     # An unknown email still pays for one argon2 verify, so response time reveals nothing.
