@@ -13,8 +13,9 @@ commits nothing (the object, if written, is an orphan for the GC task).
 
 While a flush uploads its object the next one waits for that PUT to end, then uploads while the
 first commits (see :meth:`SegmentWriter._due_in`); a PUT that runs longer than
-:data:`OVERLAP_AFTER_S` gets another beside it, up to :data:`MAX_INFLIGHT_FLUSHES` flushes in
-flight, so a slow PUT does not stall the process. Within a partition the order of messages is the
+:data:`OVERLAP_AFTER_S`, or waiting publishes of :data:`OVERLAP_MIN_BYTES` or more (enough to be
+worth a PUT of their own), get another beside it, up to :data:`MAX_INFLIGHT_FLUSHES` flushes in
+flight, so a slow PUT does not stall the process and big batches do not queue behind each other. Within a partition the order of messages is the
 commit order.
 
 Two conflicts are found only inside the transaction; both roll it back and re-run the flush
@@ -51,6 +52,7 @@ from observability.logging import get_logger
 log = get_logger("queuecore.writer")
 
 MAX_INFLIGHT_FLUSHES = 4
+OVERLAP_MIN_BYTES = 64 * 1024  # waiting publishes this big start a PUT beside one in progress
 OVERLAP_AFTER_S = 0.025  # a PUT starts beside one in progress only once that one ran this long
 MAX_FLUSH_ATTEMPTS = 3
 INLINE_ENCODE_BYTES = 64 * 1024  # smaller flushes encode on the event loop, larger in a thread
@@ -268,7 +270,7 @@ class SegmentWriter:
         if self._deadline is None or deadline < self._deadline:
             self._deadline = deadline
             self._wakeup.set()
-        if self._pending_bytes >= self.settings.max_segment_bytes:
+        if self._pending_bytes >= OVERLAP_MIN_BYTES:  # may be due now, see _due_in
             self._wakeup.set()
         return await asyncio.shield(future)
 
@@ -318,9 +320,13 @@ class SegmentWriter:
         nothing is in flight); while a flush uploads its object, what arrives meanwhile goes
         together in the next flush, which starts as soon as that PUT ends, so its PUT overlaps
         the previous flush's commit and batches grow with the load instead of PUTs multiplying.
-        Only a PUT that has run for :data:`OVERLAP_AFTER_S` (a slow one) gets another beside it.
+        Only a PUT that has run for :data:`OVERLAP_AFTER_S` (a slow one) gets another beside it,
+        or :data:`OVERLAP_MIN_BYTES` waiting: grouping amortises a PUT's fixed cost, and that much
+        data already pays for its own, so waiting would only add latency.
         """
         if self._pending_bytes >= self.settings.max_segment_bytes:
+            return 0.0
+        if self._uploading and self._pending_bytes >= OVERLAP_MIN_BYTES:
             return 0.0
         now = time.monotonic()
         due = self._deadline if self._deadline is not None else now

@@ -301,6 +301,29 @@ def test_a_stalled_flush_gets_another_beside_it(
     assert [(p.partition, p.offset) for p in beside + stalled] == [(1, 0), (0, 0)]
 
 
+def test_a_publish_big_enough_for_its_own_put_does_not_wait_for_one_in_progress(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer_module, "OVERLAP_AFTER_S", 5.0)  # only size may start it early
+    topic = new_topic(services.database_url, partitions=2)
+    big = [
+        Entry(1, Message(None, {}, b'"%s"' % (b"x" * 1024), NOW_MS), None)
+        for _ in range(writer_module.OVERLAP_MIN_BYTES // 1024)
+    ]
+
+    async def work(writer: SegmentWriter) -> tuple[bool, list[Placement], list[Placement]]:
+        writer.objects = SlowPuts(writer.objects, delay_s=3.0, slow=1)
+        slow = asyncio.ensure_future(writer.write(topic, entries(1, 0, "slow")))
+        await asyncio.sleep(0.05)
+        beside = await writer.write(topic, big)
+        return slow.done(), beside, await slow
+
+    slow_done_first, beside, slow = with_writer(work, config=IDLE_AT_ONCE)
+    assert not slow_done_first  # the big batch was answered while the first PUT still ran
+    assert [p.offset for p in beside] == list(range(len(big)))
+    assert [(p.partition, p.offset) for p in slow] == [(0, 0)]
+
+
 def test_close_flushes_what_is_waiting(services: Services) -> None:
     topic = new_topic(services.database_url, latency_class="standard")
     slow = WriterSettings(linger_ms=0, standard_linger_ms=10_000, max_segment_bytes=8 * 1024 * 1024)
