@@ -434,7 +434,7 @@ def parse_args(argv: list[str] | None) -> tuple[Config, argparse.Namespace]:
     parser.add_argument("--duration", type=float, default=None, help="e2e seconds (15; 5)")
     parser.add_argument("--peers", default="redis,rabbitmq", help="comma list, or 'none'")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
-    parser.add_argument("--workers", type=int, default=2, help="queuecore serve processes (2)")
+    parser.add_argument("--workers", type=int, default=1, help="queuecore serve processes (1)")
     parser.add_argument("--members", type=int, default=4, help="group members / consumers (4)")
     parser.add_argument("--partitions", type=int, default=8, help="partitions per topic (8)")
     parser.add_argument("--rate", type=int, default=1000, help="e2e publish msg/s (1000)")

@@ -296,7 +296,7 @@ def parse_args(argv: list[str] | None) -> tuple[Config, argparse.Namespace]:
     parser.add_argument("--quick", action="store_true", help="short phases: a ~1-minute smoke run")
     parser.add_argument("--peers", default="redis,rabbitmq", help="comma list, or 'none'")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
-    parser.add_argument("--workers", type=int, default=2, help="queuecore serve processes (2)")
+    parser.add_argument("--workers", type=int, default=1, help="queuecore serve processes (1)")
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients (8)")
     parser.add_argument("--rate", type=int, default=1000, help="open-loop msg/s (1000)")
     parser.add_argument("--keep", action="store_true", help="keep data and logs of the run")

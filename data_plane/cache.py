@@ -18,14 +18,15 @@ from data_plane.segment import Message
 from infra.settings import int_setting
 
 BlockKey = tuple[str, int, int]
-DEFAULT_CACHE_MAX_BYTES = 64 * 1024 * 1024
+# Big enough that a group draining a backlog just written reads it from memory, not S3 again.
+DEFAULT_CACHE_MAX_BYTES = 256 * 1024 * 1024
 # Python object overhead of a decoded Message (dataclass, bytes objects, headers dict): counted
 # so that many tiny messages cannot grow the cache far past its bound.
 _MESSAGE_OVERHEAD_BYTES = 200
 
 
 def cache_max_bytes_from_env() -> int:
-    """``QUEUECORE_READ_CACHE_MAX_BYTES`` (default 64 MiB; 0 turns the cache off)."""
+    """``QUEUECORE_READ_CACHE_MAX_BYTES`` (default 256 MiB; 0 turns the cache off)."""
     return int_setting("READ_CACHE_MAX_BYTES", DEFAULT_CACHE_MAX_BYTES, 0, 1 << 40)
 
 
