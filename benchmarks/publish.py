@@ -33,6 +33,7 @@ from benchmarks.cpu import CpuWatch
 from benchmarks.load import closed_loop, open_loop, payloads
 from benchmarks.report import machine, render
 from infra.embedded import HOST, binary, free_port_block
+from infra.gc_tuning import freeze_startup_heap
 
 T = TypeVar("T")
 BATCH = 100
@@ -66,7 +67,12 @@ class PublishFailed(Exception):
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` on uvloop when it is installed (as uvicorn does), else on asyncio's loop."""
+    """Run ``coro`` on uvloop when it is installed (as uvicorn does), else on asyncio's loop.
+
+    The load generator's garbage collector is tuned like the API's (``infra.gc_tuning``): its
+    full collections paused the client for 60 ms, which counted as latency of every system.
+    """
+    freeze_startup_heap()
     try:
         import uvloop
     except ImportError:

@@ -22,6 +22,7 @@ from control_plane.sessions import SessionController
 from control_plane.topics import publishing
 from control_plane.v1 import v1_router
 from infra import settings
+from infra.gc_tuning import freeze_startup_heap
 from observability import logging as qc_logging
 
 API_VERSION = "1.0.0"
@@ -56,3 +57,10 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
         logging_config=None,
         debug=False,
     )
+
+
+def create_server_app() -> Litestar:
+    """:func:`create_app` for a ``queuecore serve`` worker: also tunes its garbage collector."""
+    app = create_app()
+    app.on_startup.append(freeze_startup_heap)
+    return app

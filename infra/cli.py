@@ -22,7 +22,7 @@ def _serve(args: argparse.Namespace) -> int:
     writer_settings()
     workers = args.workers or http.workers
     uvicorn.run(
-        "control_plane.app:create_app",
+        "control_plane.app:create_server_app",
         factory=True,
         host=http.host,
         port=http.port,
