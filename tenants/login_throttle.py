@@ -27,6 +27,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from infra.errors import ClientError
+from infra.redis_outage import RedisOutage
 from observability.logging import get_logger
 from tenants.errors import InvalidCredentials
 
@@ -43,7 +44,6 @@ MAX_ADDRESS_CHARS = 64
 # While Redis is failing, attempts skip it for this long instead of each waiting on a timeout.
 REDIS_TIMEOUT_S = 0.5
 REDIS_RETRY_S = 5.0
-WARN_EVERY_S = 30.0
 MAX_LOCAL_LOGS = 100_000
 
 # KEYS[1] the account's log, KEYS[2] the address's log (sorted sets of attempt times, µs).
@@ -215,9 +215,13 @@ class LoginThrottle:
         self._key_prefix = key_prefix
         self._clock = clock
         self._local = LocalAttempts(self.policy.window_ms, clock)
-        self._redis_retry_at = 0.0
-        self._failing = False
-        self._warned_at: float | None = None
+        self._outage = RedisOutage(
+            "login_throttle",
+            "per-process in-memory counts",
+            log,
+            retry_s=REDIS_RETRY_S,
+            clock=clock,
+        )
 
     @asynccontextmanager
     async def attempt(self, email: str, client_address: str | None) -> AsyncIterator[None]:
@@ -285,37 +289,13 @@ class LoginThrottle:
 
     async def _on_redis(self, call: Callable[[], Awaitable[T]]) -> T | None:
         """``call()``'s result, or None when Redis failed (or failed moments ago and is skipped)."""
-        now = self._clock()
-        if now < self._redis_retry_at:
+        if self._outage.skip():
             return None
-        if self._failing:  # this attempt probes Redis; the others stay local meanwhile
-            self._redis_retry_at = now + REDIS_RETRY_S
         try:
             async with asyncio.timeout(REDIS_TIMEOUT_S):
                 result = await call()
         except (RedisError, OSError) as exc:  # OSError covers TimeoutError and lost connections
-            self._redis_failed(exc)
+            self._outage.failed(exc)
             return None
-        self._redis_ok()
+        self._outage.recovered()
         return result
-
-    def _redis_failed(self, exc: BaseException) -> None:
-        now = self._clock()
-        self._failing = True
-        self._redis_retry_at = now + REDIS_RETRY_S
-        # Once per WARN_EVERY_S, even if Redis flaps, so an outage does not flood the log.
-        if self._warned_at is None or now - self._warned_at >= WARN_EVERY_S:
-            self._warned_at = now
-            log.warning(
-                "login_throttle_redis_unavailable",
-                error=type(exc).__name__,
-                detail=str(exc)[:200],
-                fallback="per-process in-memory counts",
-                retry_in_s=REDIS_RETRY_S,
-            )
-
-    def _redis_ok(self) -> None:
-        if self._failing:
-            self._failing = False
-            self._redis_retry_at = 0.0
-            log.info("login_throttle_redis_recovered")

@@ -21,6 +21,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from infra.errors import ClientError
+from infra.redis_outage import RedisOutage
 from infra.resp import RedisPipe, RespError, Script
 from observability.logging import get_logger
 from tenants import service
@@ -35,7 +36,6 @@ LIMITS_TTL_S = 30
 # While Redis is failing, requests skip it for this long instead of each waiting on a timeout.
 REDIS_RETRY_S = 5.0
 REDIS_TIMEOUT_S = 0.5
-WARN_EVERY_S = 30.0
 LOCAL_LIMITS_TTL_S = 2.0
 MAX_LOCAL_BUCKETS = 100_000
 
@@ -194,9 +194,9 @@ class RateLimiter:
         self._local = LocalWindow(clock=clock)
         self._local_limits: dict[str, tuple[float, Limits]] = {}
         self._loading: dict[str, asyncio.Future[Limits]] = {}
-        self._redis_retry_at = 0.0
-        self._failing = False
-        self._warned_at: float | None = None
+        self._outage = RedisOutage(
+            "rate_limit", "per-process in-memory limits", log, retry_s=REDIS_RETRY_S, clock=clock
+        )
 
     async def check(self, organisation_id: str, key_id: str, category: Category) -> Decision:
         """Count the request, or raise :class:`RateLimitExceeded` when over the limit."""
@@ -207,7 +207,7 @@ class RateLimiter:
 
     async def hit(self, organisation_id: str, key_id: str, category: Category) -> Decision:
         """Count the request if it fits, and say whether it did."""
-        if self._clock() >= self._redis_retry_at:
+        if not self._outage.skip():
             decision = await self._try_redis(organisation_id, key_id, category)
             if decision is not None:
                 return decision
@@ -216,16 +216,13 @@ class RateLimiter:
     async def _try_redis(
         self, organisation_id: str, key_id: str, category: Category
     ) -> Decision | None:
-        now = self._clock()
-        if self._failing:
-            # Redis failed earlier: this request probes it, the others stay local meanwhile.
-            self._redis_retry_at = now + REDIS_RETRY_S
         try:
             decision = await self._hit_redis(organisation_id, key_id, category)
         except _RedisDown as exc:
-            self._redis_failed(exc.__cause__ or exc)
+            self._outage.failed(exc.__cause__ or exc)
             return None
-        self._redis_ok()
+        if self._outage.recovered():
+            self._local_limits.clear()
         return decision
 
     async def _hit_redis(self, organisation_id: str, key_id: str, category: Category) -> Decision:
@@ -275,25 +272,3 @@ class RateLimiter:
             self._loading[organisation_id] = loading
             loading.add_done_callback(lambda _: self._loading.pop(organisation_id, None))
         return await asyncio.shield(loading)
-
-    def _redis_failed(self, exc: BaseException) -> None:
-        now = self._clock()
-        self._failing = True
-        self._redis_retry_at = now + REDIS_RETRY_S
-        # Warn once per WARN_EVERY_S, even if Redis flaps, so an outage does not flood the log.
-        if self._warned_at is None or now - self._warned_at >= WARN_EVERY_S:
-            self._warned_at = now
-            log.warning(
-                "rate_limit_redis_unavailable",
-                error=type(exc).__name__,
-                detail=str(exc)[:200],
-                fallback="per-process in-memory limits",
-                retry_in_s=REDIS_RETRY_S,
-            )
-
-    def _redis_ok(self) -> None:
-        if self._failing:
-            self._failing = False
-            self._redis_retry_at = 0.0
-            self._local_limits.clear()
-            log.info("rate_limit_redis_recovered")
