@@ -253,22 +253,22 @@ class RateLimiter:
     async def _recent_limits(self, organisation_id: str) -> Limits:
         # Without Redis, a tier change reaches this process within LOCAL_LIMITS_TTL_S. With Redis,
         # these only fill its missing limits key: a tier change writes that key itself.
-        now = self._clock()
         cached = self._local_limits.get(organisation_id)
-        if cached is not None and cached[0] > now:
+        if cached is not None and cached[0] > self._clock():
             return cached[1]
-        limits = await self._load_once(organisation_id)
-        if len(self._local_limits) >= MAX_LOCAL_BUCKETS:
-            self._local_limits.clear()
-        self._local_limits[organisation_id] = (now + LOCAL_LIMITS_TTL_S, limits)
-        return limits
-
-    async def _load_once(self, organisation_id: str) -> Limits:
         # A burst on a cold organisation makes one PostgreSQL query, not one per request: the
         # stampede of loads kept the event loop so busy that Redis calls timed out.
         loading = self._loading.get(organisation_id)
         if loading is None:
-            loading = asyncio.ensure_future(self._load_limits(organisation_id))
+            loading = asyncio.ensure_future(self._load_and_keep(organisation_id))
             self._loading[organisation_id] = loading
             loading.add_done_callback(lambda _: self._loading.pop(organisation_id, None))
         return await asyncio.shield(loading)
+
+    async def _load_and_keep(self, organisation_id: str) -> Limits:
+        # Kept before the load completes, so no request sees it neither loading nor kept.
+        limits = await self._load_limits(organisation_id)
+        if len(self._local_limits) >= MAX_LOCAL_BUCKETS:
+            self._local_limits.clear()
+        self._local_limits[organisation_id] = (self._clock() + LOCAL_LIMITS_TTL_S, limits)
+        return limits

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 import secrets
 import threading
@@ -30,6 +29,7 @@ from tenants.login_throttle import (
     TooManyLoginAttempts,
     account_digest,
 )
+from tests.support.logs import LogRecords, captured
 from tests.support.processes import http_status, queuecore, stop, wait_for
 from tests.support.services import Services
 from tests.support.tenancy import new_organisation
@@ -363,22 +363,11 @@ def test_a_parallel_burst_of_guesses_gets_exactly_the_limit_checked(
 # --- Redis unreachable: logins still work, counted per process ----------------------------------
 
 
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(str(record.msg))
-
-
 @pytest.fixture
-def throttle_log() -> Iterator[_Records]:
+def throttle_log() -> Iterator[LogRecords]:
     """What the throttle logs (structlog goes through the stdlib logger of its name)."""
-    handler, logger = _Records(), logging.getLogger("queuecore.login_throttle")
-    logger.addHandler(handler)
-    yield handler
-    logger.removeHandler(handler)
+    with captured("queuecore.login_throttle") as records:
+        yield records
 
 
 @pytest.fixture
@@ -395,7 +384,7 @@ def app_without_redis(services: Services, monkeypatch: pytest.MonkeyPatch) -> It
 
 
 def test_redis_unreachable_logins_still_work_and_a_warning_is_logged(
-    services: Services, app_without_redis: TestClient, throttle_log: _Records
+    services: Services, app_without_redis: TestClient, throttle_log: LogRecords
 ) -> None:
     http = app_without_redis
     redis = resources_of(http.app).redis

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from tenants import service as tenants
 from tenants.models import NewOrganisation
 from tenants.rate_limits import RateLimiter
 from tenants.tiers import Category, Limits
+from tests.support.logs import LogRecords, captured
 from tests.support.processes import http_status, queuecore, stop, wait_for
 from tests.support.services import Services
 from tests.support.tenancy import bearer, new_organisation, run_in_tx
@@ -336,26 +336,15 @@ def redis_url_of_app(services: Services, monkeypatch: pytest.MonkeyPatch) -> Ite
     settings.clear_caches()
 
 
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(str(record.msg))
-
-
 @pytest.fixture
-def rate_limit_log() -> Iterator[_Records]:
+def rate_limit_log() -> Iterator[LogRecords]:
     """What the limiter logs (structlog goes through the stdlib logger of its name)."""
-    handler, logger = _Records(), logging.getLogger("queuecore.rate_limit")
-    logger.addHandler(handler)
-    yield handler
-    logger.removeHandler(handler)
+    with captured("queuecore.rate_limit") as records:
+        yield records
 
 
 def test_redis_unreachable_fails_open_to_per_process_limits(
-    services: Services, redis_url_of_app: Any, rate_limit_log: _Records
+    services: Services, redis_url_of_app: Any, rate_limit_log: LogRecords
 ) -> None:
     org = new_organisation(services.database_url)
     headers = bearer(org.keys["development"].secret)
@@ -374,7 +363,7 @@ def test_limits_move_back_to_redis_when_it_returns(
     redis_url_of_app: Any,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    rate_limit_log: _Records,
+    rate_limit_log: LogRecords,
 ) -> None:
     monkeypatch.setattr(rate_limits, "REDIS_RETRY_S", 0.2)
     server = EmbeddedRedis(tmp_path / "redis", tmp_path / "logs", free_port_block())
