@@ -85,6 +85,37 @@ def test_sse_stream_pushes_messages_as_they_are_published(api: str, services: Se
     assert len(acked.json()["acked"]) == 5
 
 
+def test_a_stream_whose_member_left_ends_with_an_error_event(api: str, services: Services) -> None:
+    org = new_organisation(services.database_url, tier="pro")
+    client = setup_topic(api, org.keys["production"].secret, "push.gone", 1)
+    member = client.post("/v1/topics/push.gone/groups/g/members", json={}).json()["memberId"]
+    events: list[tuple[str, dict[str, object]]] = []
+
+    def listen() -> None:
+        kind = ""
+        with client.stream(
+            "GET", f"/v1/topics/push.gone/groups/g/members/{member}/stream", timeout=30
+        ) as response:
+            for line in response.iter_lines():
+                if line.startswith("event:"):
+                    kind = line[6:].strip()
+                elif line.startswith("data:"):
+                    events.append((kind, json.loads(line[5:])))
+
+    reader = threading.Thread(target=listen, daemon=True)
+    reader.start()
+    time.sleep(0.5)
+    assert client.post("/v1/topics/push.gone/messages", json={"data": 1}).status_code == 201
+    assert client.delete(f"/v1/topics/push.gone/groups/g/members/{member}").status_code == 204
+    # The next publish wakes the stream; its member is gone, so it says why and ends.
+    assert client.post("/v1/topics/push.gone/messages", json={"data": 2}).status_code == 201
+    reader.join(20)
+    assert not reader.is_alive(), "the stream did not end"
+    assert [kind for kind, _ in events] == ["message", "error"]
+    assert events[0][1]["data"] == 1
+    assert events[-1][1]["code"] == "MEMBER_NOT_FOUND"
+
+
 def test_kill_9_of_one_consumer_leaves_every_message_acked_exactly_once(
     api: str, services: Services, tmp_path: Path
 ) -> None:
