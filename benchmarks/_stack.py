@@ -15,8 +15,9 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import psutil
@@ -164,6 +165,23 @@ class Stack:
             objects = conn.execute("SELECT count(*) FROM segment_objects").fetchone()
             messages = conn.execute(STORED_MESSAGES, (topic,)).fetchone()
         return (int(objects[0]) if objects else 0, int(messages[0]) if messages else 0)
+
+    def database_now(self) -> datetime:
+        """PostgreSQL's clock, which stamps committed segment objects."""
+        with psycopg.connect(self.postgres.url) as conn:
+            row = conn.execute("SELECT clock_timestamp()").fetchone()
+        assert row is not None
+        return cast(datetime, row[0])
+
+    def commit_span_s(self, since: datetime) -> tuple[int, float]:
+        """Segment objects committed since ``since``, and seconds from the first to the last."""
+        with psycopg.connect(self.postgres.url) as conn:
+            row = conn.execute(
+                "SELECT count(*), extract(epoch FROM max(created_at) - min(created_at))"
+                " FROM segment_objects WHERE created_at >= %s",
+                (since,),
+            ).fetchone()
+        return (int(row[0]), float(row[1] or 0)) if row else (0, 0.0)
 
     def settled(self, topic: str, quiet_s: float = 0.5, timeout_s: float = 10) -> tuple[int, int]:
         """:meth:`committed` once it stops changing (cancelled publishes may still commit)."""

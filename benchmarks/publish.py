@@ -175,7 +175,7 @@ async def _latency_phase(
         latency = answer.get("latency")
         return float(latency) if isinstance(latency, int | float) else None
 
-    began = time.monotonic()
+    began, began_at = time.monotonic(), stack.database_now()
     measured = await open_loop(
         probe, cfg.rate_per_s, cfg.duration_s, cfg.warmup_s, MAX_IN_FLIGHT, cfg.drain_s
     )
@@ -185,8 +185,11 @@ async def _latency_phase(
     objects, messages = stack.settled(topic)
     puts, stored = objects - objects_before, messages - messages_before
     result.update(segment_puts=puts, messages_stored=stored, phase_wall_s=round(wall_s, 2))
-    # Each API process has its own writer: its mean time between two flushes.
-    result["flush_interval_ms"] = cfg.workers * wall_s * 1000 / puts if puts else None
+    # Each API process has its own writer: its mean time between two flushes, from the commit
+    # times of the first and last objects (the phase's lead-in and tail are no flush interval).
+    flushes, span_s = stack.commit_span_s(began_at)
+    gaps = flushes - cfg.workers
+    result["flush_interval_ms"] = cfg.workers * span_s * 1000 / gaps if gaps > 0 else None
     result["bucket_objects_added"] = stack.bucket_objects() - bucket_before
     result["puts_per_1000"] = puts * 1000 / stored if stored else None
     return result
