@@ -5,7 +5,6 @@ increase, and a batch's offsets are consecutive.
 
 from __future__ import annotations
 
-import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +14,7 @@ import httpx
 import pytest
 
 from infra.db import connect
-from infra.embedded import free_port_block
-from tests.support.processes import http_status, queuecore, stop, wait_for
+from tests.support.processes import replicas
 from tests.support.services import Services
 from tests.support.tenancy import bearer, new_organisation
 
@@ -28,28 +26,10 @@ BATCH_SIZE = 5
 
 
 @pytest.fixture
-def replicas(services: Services, tmp_path: Path) -> Iterator[list[str]]:
+def two_replicas(services: Services, tmp_path: Path) -> Iterator[list[str]]:
     """Two single-worker API processes on their own ports; yields their base URLs."""
-    procs, urls = [], []
-    try:
-        for number in range(2):
-            port, log = free_port_block(), tmp_path / f"serve-{number}.log"
-            env = {
-                **services.env(),
-                "QUEUECORE_HTTP_PORT": str(port),
-                "QUEUECORE_HTTP_WORKERS": "1",
-            }
-            proc = queuecore(["serve"], env, log)
-            procs.append((proc, log))
-            urls.append(f"http://127.0.0.1:{port}")
-        for (proc, log), url in zip(procs, urls, strict=True):
-            wait_for(
-                lambda url=url: http_status(f"{url}/readyz") == 200, 60, "serve ready", proc, log
-            )
-        yield urls
-    finally:
-        for proc, _ in procs:
-            stop(proc, signal.SIGTERM)
+    with replicas(services.env(), tmp_path) as started:
+        yield [r.url for r in started]
 
 
 def publish_many(url: str, path: str, headers: dict[str, str], client_no: int) -> list[list[int]]:
@@ -70,12 +50,12 @@ def publish_many(url: str, path: str, headers: dict[str, str], client_no: int) -
 
 
 def test_two_replicas_publishing_to_one_partition_get_gap_free_offsets(
-    replicas: list[str], services: Services
+    two_replicas: list[str], services: Services
 ) -> None:
     org = new_organisation(services.database_url, tier="pro")
     headers = bearer(org.keys["production"].secret)
     created = httpx.post(
-        f"{replicas[0]}/v1/topics", json={"name": "seq.one", "partitions": 1}, headers=headers
+        f"{two_replicas[0]}/v1/topics", json={"name": "seq.one", "partitions": 1}, headers=headers
     )
     assert created.status_code == 201, created.text
     topic_id = created.json()["id"]
@@ -84,7 +64,7 @@ def test_two_replicas_publishing_to_one_partition_get_gap_free_offsets(
 
     def client(number: int) -> None:
         try:
-            url = replicas[number % 2]
+            url = two_replicas[number % 2]
             results[number] = publish_many(url, "/v1/topics/seq.one/messages", headers, number)
         except BaseException as exc:
             errors.append(exc)

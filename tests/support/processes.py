@@ -9,10 +9,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
+from infra.embedded import free_port_block
 
 
 def queuecore(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -101,3 +105,43 @@ def gone_within(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Pr
     while alive(procs) and time.monotonic() < deadline:
         time.sleep(0.1)
     return alive(procs)
+
+
+@dataclass
+class Replica:
+    """One ``queuecore serve`` process started by :func:`replicas`."""
+
+    url: str
+    log: Path
+    process: subprocess.Popen[bytes]
+
+
+@contextmanager
+def replicas(
+    env: dict[str, str], logs_dir: Path, count: int = 2, extra_env: dict[str, str] | None = None
+) -> Iterator[list[Replica]]:
+    """``count`` single-worker API processes on their own ports, ready; stopped afterwards."""
+    started: list[Replica] = []
+    try:
+        for index in range(count):
+            port, log = free_port_block(), logs_dir / f"serve-{index}.log"
+            process_env = {
+                **env,
+                **(extra_env or {}),
+                "QUEUECORE_HTTP_PORT": str(port),
+                "QUEUECORE_HTTP_WORKERS": "1",
+            }
+            process = queuecore(["serve"], process_env, log)
+            started.append(Replica(f"http://127.0.0.1:{port}", log, process))
+        for index, replica in enumerate(started):
+            wait_for(
+                lambda url=replica.url: http_status(f"{url}/readyz") == 200,
+                60,
+                f"replica {index} ready",
+                replica.process,
+                replica.log,
+            )
+        yield started
+    finally:
+        for replica in started:
+            stop(replica.process)

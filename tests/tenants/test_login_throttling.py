@@ -30,7 +30,7 @@ from tenants.login_throttle import (
     account_digest,
 )
 from tests.support.logs import LogRecords, captured
-from tests.support.processes import http_status, queuecore, stop, wait_for
+from tests.support.processes import replicas
 from tests.support.services import Services
 from tests.support.tenancy import new_organisation
 
@@ -281,32 +281,9 @@ def two_replicas(
     services: Services, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[list[str], list[Path]]]:
     """Two ``queuecore serve`` processes on the session's services: their URLs and log files."""
-    logs_dir = tmp_path_factory.mktemp("login-replicas")
-    procs, urls, logs = [], [], []
-    try:
-        for index in range(2):
-            port, log = free_port_block(), logs_dir / f"serve-{index}.log"
-            env = {
-                **services.env(),
-                "QUEUECORE_HTTP_PORT": str(port),
-                "QUEUECORE_HTTP_WORKERS": "1",
-                "QUEUECORE_LOG_LEVEL": "DEBUG",
-                "QUEUECORE_LOG_FORMAT": "json",
-            }
-            procs.append(queuecore(["serve"], env, log))
-            urls.append(f"http://127.0.0.1:{port}")
-            logs.append(log)
-            wait_for(
-                lambda u=urls[-1]: http_status(f"{u}/readyz") == 200,
-                60,
-                f"replica {index} ready",
-                procs[-1],
-                log,
-            )
-        yield urls, logs
-    finally:
-        for proc in procs:
-            stop(proc)
+    debug = {"QUEUECORE_LOG_LEVEL": "DEBUG", "QUEUECORE_LOG_FORMAT": "json"}
+    with replicas(services.env(), tmp_path_factory.mktemp("login-replicas"), 2, debug) as started:
+        yield [r.url for r in started], [r.log for r in started]
 
 
 def fresh_address() -> str:

@@ -29,7 +29,7 @@ from tenants.models import NewOrganisation
 from tenants.rate_limits import RateLimiter
 from tenants.tiers import Category, Limits
 from tests.support.logs import LogRecords, captured
-from tests.support.processes import http_status, queuecore, stop, wait_for
+from tests.support.processes import replicas
 from tests.support.services import Services
 from tests.support.tenancy import bearer, new_organisation, run_in_tx
 
@@ -139,29 +139,8 @@ def two_replicas(
     services: Services, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[str]]:
     """Two ``queuecore serve`` processes on the session's services; yields their base URLs."""
-    logs = tmp_path_factory.mktemp("replicas")
-    procs, urls = [], []
-    try:
-        for index in range(2):
-            port, log = free_port_block(), logs / f"serve-{index}.log"
-            env = {
-                **services.env(),
-                "QUEUECORE_HTTP_PORT": str(port),
-                "QUEUECORE_HTTP_WORKERS": "1",
-            }
-            procs.append(queuecore(["serve"], env, log))
-            urls.append(f"http://127.0.0.1:{port}")
-            wait_for(
-                lambda u=urls[-1]: http_status(f"{u}/readyz") == 200,
-                60,
-                f"replica {index} ready",
-                procs[-1],
-                log,
-            )
-        yield urls
-    finally:
-        for proc in procs:
-            stop(proc)
+    with replicas(services.env(), tmp_path_factory.mktemp("replicas")) as started:
+        yield [r.url for r in started]
 
 
 def _burst(urls: list[str], secret: str, n: int, path: str = "/v1/keys") -> list[httpx.Response]:
