@@ -15,8 +15,8 @@ While a flush uploads its object the next one waits for that PUT to end, then up
 first commits (see :meth:`SegmentWriter._due_in`); a PUT that runs longer than
 :data:`OVERLAP_AFTER_S`, or waiting publishes of :data:`OVERLAP_MIN_BYTES` or more (enough to be
 worth a PUT of their own), get another beside it, up to :data:`MAX_INFLIGHT_FLUSHES` flushes in
-flight, so a slow PUT does not stall the process and big batches do not queue behind each other. Within a partition the order of messages is the
-commit order.
+flight, so a slow PUT does not stall the process and big batches do not queue behind each
+other. Within a partition the order of messages is the commit order.
 
 Two conflicts are found only inside the transaction; both roll it back and re-run the flush
 without the publishes concerned, with a new object (rare, so the extra PUT does not matter):
@@ -270,7 +270,8 @@ class SegmentWriter:
         if self._deadline is None or deadline < self._deadline:
             self._deadline = deadline
             self._wakeup.set()
-        if self._pending_bytes >= OVERLAP_MIN_BYTES:  # may be due now, see _due_in
+        # May be due now (see _due_in); also covers max_segment_bytes, which is never smaller.
+        if self._pending_bytes >= OVERLAP_MIN_BYTES:
             self._wakeup.set()
         return await asyncio.shield(future)
 
