@@ -19,7 +19,13 @@ from control_plane.resources import resources_of
 from control_plane.sse import EventStream, comment, event, events
 from data_plane import delivery
 from data_plane.delivery import AckRejected, Delivery, GroupRef, GroupRefCache, Pulled
-from data_plane.groups import GroupTopicNotFound, MemberNotFound, parse_duration_ms
+from data_plane.groups import (
+    HEARTBEAT_DIVISOR,
+    RETRY_DELAY_MS,
+    GroupTopicNotFound,
+    MemberNotFound,
+    parse_duration_ms,
+)
 from data_plane.notify import PublishListener
 from data_plane.publish import message_id
 from data_plane.read_schemas import iso_timestamp
@@ -234,7 +240,12 @@ async def _pull_once(
 
 
 def _wait_s(pulled: Pulled, budget_s: float) -> float:
-    """Until the next lease expiry or due retry of the member's partitions, within the budget."""
+    """Until the next lease expiry or due retry of the member's partitions, within the budget.
+
+    And within a heartbeat interval of the member's session: each pull counts as a heartbeat,
+    so a consumer waiting on an open stream or long-poll is never evicted as silent.
+    """
+    budget_s = min(budget_s, pulled.session_timeout_ms / 1000 / HEARTBEAT_DIVISOR)
     if pulled.wakeup is None:
         return budget_s
     return min(budget_s, max((pulled.wakeup - datetime.now(UTC)).total_seconds(), 0) + 0.01)
@@ -314,7 +325,9 @@ class ConsumeController(Controller):
     ) -> dict[str, Any]:
         """The retry waits ``retryDelay · 2^(attempt-1)``."""
         delay = (
-            None if data.retry_delay is None else parse_duration_ms(data.retry_delay, "retryDelay")
+            None
+            if data.retry_delay is None
+            else parse_duration_ms(data.retry_delay, "retryDelay", RETRY_DELAY_MS)
         )
         async with group_session(request, topic, group) as (conn, ref):
             return await delivery.nack(

@@ -27,14 +27,20 @@ def _config(data: GroupConfigRequest) -> groups.GroupConfig:
     dead = data.dead_letter
     return groups.GroupConfig(
         start_from=data.start_from,
-        ack_timeout_ms=groups.parse_duration_ms(data.ack_timeout, "ackTimeout"),
+        ack_timeout_ms=groups.parse_duration_ms(
+            data.ack_timeout, "ackTimeout", groups.ACK_TIMEOUT_MS
+        ),
         max_in_flight=data.max_in_flight,
         max_retries=dead.max_retries if dead else 5,
-        retry_delay_ms=groups.parse_duration_ms(dead.retry_delay, "deadLetter.retryDelay")
+        retry_delay_ms=groups.parse_duration_ms(
+            dead.retry_delay, "deadLetter.retryDelay", groups.RETRY_DELAY_MS
+        )
         if dead
         else 30_000,
         alert_threshold=dead.alert_threshold if dead else None,
-        session_timeout_ms=groups.parse_duration_ms(data.session_timeout, "sessionTimeout"),
+        session_timeout_ms=groups.parse_duration_ms(
+            data.session_timeout, "sessionTimeout", groups.SESSION_TIMEOUT_MS
+        ),
     )
 
 
@@ -147,7 +153,9 @@ class GroupsController(Controller):
     ) -> JoinResponse:
         """Returns the member id, generation and assigned partitions."""
         timeout = (
-            groups.parse_duration_ms(data.session_timeout, "sessionTimeout")
+            groups.parse_duration_ms(
+                data.session_timeout, "sessionTimeout", groups.SESSION_TIMEOUT_MS
+            )
             if data.session_timeout is not None
             else None
         )

@@ -22,9 +22,13 @@ SELECT_GROUP = """
 SELECT * FROM consumer_groups WHERE topic_id = %(topic_id)s AND name = %(name)s
 """
 
+# Consumers are the members within their session timeout (as in TOPIC_STATS): a silent member
+# not yet evicted is not counted.
 LIST_GROUPS = """
 SELECT g.name, g.generation,
-       (SELECT count(*) FROM group_members m WHERE m.group_id = g.id) AS consumers,
+       (SELECT count(*) FROM group_members m
+        WHERE m.group_id = g.id
+          AND m.last_heartbeat_at >= now() - make_interval(secs => m.session_timeout_ms / 1000.0)) AS consumers,
        coalesce((SELECT sum(greatest(p.next_offset - gp.committed_offset, 0))
                  FROM group_partitions gp JOIN partitions p ON p.topic_id = g.topic_id AND p.partition = gp.partition
                  WHERE gp.group_id = g.id), 0) AS lag
@@ -46,6 +50,28 @@ EVICT_EXPIRED = """
 DELETE FROM group_members
 WHERE group_id = %(group_id)s AND last_heartbeat_at < now() - make_interval(secs => session_timeout_ms / 1000.0)
 RETURNING id
+"""
+
+# The periodic eviction's work list: groups of active topics (of one topic, when given) with a
+# member silent past its session timeout. A scan of group_members, on purpose: an index on
+# last_heartbeat_at would cost every pull (TOUCH_PULLER) its HOT update, and the table holds one
+# row per joined consumer.
+GROUPS_WITH_SILENT_MEMBERS = """
+SELECT DISTINCT g.id FROM group_members m
+JOIN consumer_groups g ON g.id = m.group_id
+JOIN topics t ON t.id = g.topic_id AND t.status = 'active'
+WHERE m.last_heartbeat_at < now() - make_interval(secs => m.session_timeout_ms / 1000.0)
+  AND (%(topic_id)s::text IS NULL OR g.topic_id = %(topic_id)s::text)
+ORDER BY g.id
+"""
+
+SELECT_ACTIVE_TOPIC_BY_ID = """
+SELECT id, name, partitions, delivery FROM topics WHERE id = %(id)s AND status = 'active'
+"""
+
+# As LOCK_GROUP (NO KEY UPDATE, same reason), by id.
+LOCK_GROUP_BY_ID = """
+SELECT * FROM consumer_groups WHERE id = %(id)s FOR NO KEY UPDATE
 """
 
 SELECT_MEMBERS = """
@@ -227,13 +253,17 @@ RETURNING ack_id, partition
 
 # --- range leases (group_leases): the hot path, statements per request rather than per message --
 
+# On an at-least-once topic a pull's commit does not wait for the WAL flush (decisions §11).
+ASYNC_COMMIT = "SET LOCAL synchronous_commit TO off"
+
 # A pull's first statement: the member is alive (counts as a heartbeat), with the group's current
 # settings and whether its topic is still active, so a cached GroupRef never serves stale config.
 TOUCH_PULLER = """
 UPDATE group_members m SET last_heartbeat_at = now()
 FROM consumer_groups g JOIN topics t ON t.id = g.topic_id
 WHERE m.id = %(member_id)s AND m.group_id = %(group_id)s AND g.id = m.group_id
-RETURNING t.status = 'active' AS active, g.ack_timeout_ms, g.max_in_flight, g.max_retries, g.retry_delay_ms
+RETURNING t.status = 'active' AS active, g.ack_timeout_ms, g.max_in_flight, g.max_retries, g.retry_delay_ms,
+          m.session_timeout_ms
 """
 
 # After the member's partitions are locked: its unacknowledged deliveries (maxInFlight), the

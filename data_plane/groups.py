@@ -3,7 +3,9 @@
 Every membership change takes the group row's lock, evicts members silent past their session
 timeout, and — when the set of members or partitions changed — bumps the generation and
 recomputes ownership with the sticky assignor. Members learn of a new generation from their
-heartbeat (``shouldRejoin``) and rejoin to get their partitions.
+heartbeat (``shouldRejoin``) and rejoin to get their partitions. Because a group whose members
+only pull or stream has no membership changes, :func:`evict_silent_members` (a periodic Celery
+task) evicts the silent members of every group too.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
 from data_plane import group_queries as q
 from data_plane.assignment import assign
 from infra.errors import ClientError, Conflict, NotFound, ValidationFailed
+from observability.logging import get_logger
 from tenants.ids import new_id
 
 Conn = AsyncConnection[DictRow]
@@ -26,6 +30,7 @@ HEARTBEAT_DIVISOR = 3  # heartbeat three times per session timeout, as Kafka cli
 _DURATION = re.compile(r"^(\d+)(ms|s|m|h)$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+log = get_logger("queuecore.groups")
 
 
 class GroupTopicNotFound(NotFound):
@@ -72,14 +77,31 @@ class InvalidDuration(ClientError):
     code = "VALIDATION_ERROR"
 
 
-def parse_duration_ms(value: str | int, field: str) -> int:
-    """``"500ms"``, ``"30s"``, ``"5m"``, ``"1h"`` or milliseconds as an integer."""
+# The ranges the database accepts (migration 0005), checked first so a client gets a clear 422.
+ACK_TIMEOUT_MS = (1_000, 43_200_000)  # 1 s .. 12 h
+SESSION_TIMEOUT_MS = (1_000, 600_000)  # 1 s .. 10 min
+RETRY_DELAY_MS = (0, 86_400_000)  # 0 .. 24 h
+
+
+def parse_duration_ms(value: str | int, field: str, bounds_ms: tuple[int, int]) -> int:
+    """``"500ms"``, ``"30s"``, ``"5m"``, ``"1h"`` or milliseconds as an integer, within bounds."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    match = _DURATION.match(str(value).strip())
-    if not match:
-        raise ValidationFailed(f"{field} must look like '500ms', '30s', '5m' or '1h'", field=field)
-    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+        ms = value
+    else:
+        match = _DURATION.match(str(value).strip())
+        if not match:
+            raise ValidationFailed(
+                f"{field} must look like '500ms', '30s', '5m' or '1h'", field=field
+            )
+        ms = int(match.group(1)) * _UNIT_MS[match.group(2)]
+    low, high = bounds_ms
+    if not low <= ms <= high:
+        raise ValidationFailed(
+            f"{field} must be between {format_duration_ms(low) if low else '0'} and "
+            f"{format_duration_ms(high)}",
+            field=field,
+        )
+    return ms
 
 
 def format_duration_ms(value: int) -> str:
@@ -191,9 +213,23 @@ async def _rebalance(
     conn: Conn, group_row: dict[str, Any], topic_row: dict[str, Any], force: bool
 ) -> int:
     """Evict the silent, seed new partitions, and reassign if anything changed; returns the generation."""
-    evicted = await (await conn.execute(q.EVICT_EXPIRED, {"group_id": group_row["id"]})).fetchall()
+    evicted = await _evict_silent(conn, group_row["id"])
+    return await _reassign(conn, group_row, topic_row, force or bool(evicted))
+
+
+async def _evict_silent(conn: Conn, group_id: str) -> list[str]:
+    """Remove the members silent past their session timeout and end their leases; their ids."""
+    rows = await (await conn.execute(q.EVICT_EXPIRED, {"group_id": group_id})).fetchall()
+    evicted = [row["id"] for row in rows]
     if evicted:
-        await _release(conn, group_row["id"], [row["id"] for row in evicted])
+        await _release(conn, group_id, evicted)
+    return evicted
+
+
+async def _reassign(
+    conn: Conn, group_row: dict[str, Any], topic_row: dict[str, Any], force: bool
+) -> int:
+    """Seed new partitions and, if forced or any were seeded, reassign all; returns the generation."""
     seeded = await conn.execute(
         q.SEED_GROUP_PARTITIONS,
         {
@@ -202,7 +238,7 @@ async def _rebalance(
             "start_from": group_row["start_from"],
         },
     )
-    if not (force or evicted or seeded.rowcount):
+    if not (force or seeded.rowcount):
         return int(group_row["generation"])
     members = [
         m["id"]
@@ -324,6 +360,61 @@ async def sweep(conn: Conn, environment_id: str, topic: str, group: str) -> int:
     topic_row = await topic_of(conn, environment_id, topic)
     group_row = await _locked_group(conn, environment_id, topic_row["id"], group, create=False)
     return await _rebalance(conn, group_row, topic_row, force=False)
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionReport:
+    """What one run of the periodic eviction did."""
+
+    groups_swept: int = 0
+    members_evicted: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """JSON-friendly (a Celery task result)."""
+        return {"groupsSwept": self.groups_swept, "membersEvicted": self.members_evicted}
+
+
+async def evict_silent_members(conn: Conn, topic_id: str | None = None) -> EvictionReport:
+    """Evict members silent past their session timeout from every group (of one topic if given).
+
+    The membership operations evict lazily, so a group whose survivors only pull or stream
+    would keep its silent members (and their partitions) for ever; a periodic task runs this.
+    Each group gets its own transaction under the group row lock, as a heartbeat does, so it
+    is safe beside joins and heartbeats and a second run finds nothing to do. Needs an
+    autocommit connection.
+    """
+    if not conn.autocommit:
+        raise ValueError("eviction commits group by group: pass an autocommit connection")
+    rows = await (
+        await conn.execute(q.GROUPS_WITH_SILENT_MEMBERS, {"topic_id": topic_id})
+    ).fetchall()
+    evicted = 0
+    for row in rows:
+        try:
+            async with conn.transaction():
+                evicted += await _evict_from_group(conn, row["id"])
+        except psycopg.Error as exc:  # the next run retries; the other groups need not wait
+            log.warning("eviction_failed", group_id=row["id"], error=type(exc).__name__)
+    return EvictionReport(len(rows), evicted)
+
+
+async def _evict_from_group(conn: Conn, group_id: str) -> int:
+    """Evict one group's silent members and reassign their partitions; how many were evicted."""
+    group_row = await (await conn.execute(q.LOCK_GROUP_BY_ID, {"id": group_id})).fetchone()
+    if group_row is None:  # deleted since it was listed
+        return 0
+    topic_row = await (
+        await conn.execute(q.SELECT_ACTIVE_TOPIC_BY_ID, {"id": group_row["topic_id"]})
+    ).fetchone()
+    if topic_row is None:  # its topic is being deleted
+        return 0
+    evicted = await _evict_silent(conn, group_id)
+    if evicted:
+        generation = await _reassign(conn, dict(group_row), dict(topic_row), force=True)
+        log.info(
+            "silent_members_evicted", group_id=group_id, members=evicted, generation=generation
+        )
+    return len(evicted)
 
 
 async def describe(conn: Conn, environment_id: str, topic: str, group: str) -> dict[str, Any]:

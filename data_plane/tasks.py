@@ -1,11 +1,12 @@
-"""Celery tasks of the data plane: topic deletion, orphan GC, retention.
+"""Celery tasks of the data plane: topic deletion, orphan GC, retention, member eviction.
 
-Each task is a thin shell around an async service of :mod:`data_plane.cleanup`: it opens one
-psycopg ``AsyncConnection`` from the same settings the API uses and runs the service with
-``asyncio.run``, so the API, the CLI and the worker execute one code path (there is no separate
-synchronous variant of the SQL to keep in step). The connection is autocommit because the
-services commit step by step before touching S3. Every task is idempotent and safe to run on
-several workers at once (row locks serialise them); beat schedules them in ``infra.celery_app``.
+Each task is a thin shell around an async service of :mod:`data_plane.cleanup` or
+:mod:`data_plane.groups`: it opens one psycopg ``AsyncConnection`` from the same settings the
+API uses and runs the service with ``asyncio.run``, so the API, the CLI and the worker execute
+one code path (there is no separate synchronous variant of the SQL to keep in step). The
+connection is autocommit because the services commit step by step (before touching S3; group
+by group). Every task is idempotent and safe to run on several workers at once (row locks
+serialise them); beat schedules them in ``infra.celery_app``.
 """
 
 from __future__ import annotations
@@ -13,17 +14,19 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from celery import shared_task
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from data_plane import cleanup
+from data_plane import cleanup, groups
 from data_plane.cleanup import CleanupReport, Conn
 from infra import settings
 from infra.object_store import ObjectStore, S3ObjectStore
 
 Work = Callable[[Conn, ObjectStore], Awaitable[CleanupReport]]
+Report = TypeVar("Report")
 
 
 @functools.cache
@@ -32,16 +35,17 @@ def _object_store() -> ObjectStore:
     return S3ObjectStore.from_settings(settings.object_store())
 
 
+async def _connected(work: Callable[[Conn], Awaitable[Report]]) -> Report:
+    """Run ``work(conn)`` on a fresh autocommit connection."""
+    async with await AsyncConnection.connect(
+        settings.database().url, autocommit=True, row_factory=dict_row, connect_timeout=5
+    ) as conn:
+        return await work(conn)
+
+
 def run_cleanup(work: Work) -> dict[str, int]:
     """Run ``work(conn, objects)`` on a fresh autocommit connection; its report as a dict."""
-
-    async def _main() -> CleanupReport:
-        async with await AsyncConnection.connect(
-            settings.database().url, autocommit=True, row_factory=dict_row, connect_timeout=5
-        ) as conn:
-            return await work(conn, _object_store())
-
-    return asyncio.run(_main()).as_dict()
+    return asyncio.run(_connected(lambda conn: work(conn, _object_store()))).as_dict()
 
 
 @shared_task(name="data_plane.delete_topic_data")
@@ -61,3 +65,10 @@ def collect_orphans(grace_s: int | None = None) -> dict[str, int]:
 def apply_retention() -> dict[str, int]:
     """Drop messages past their topic's retention and the objects left unreferenced."""
     return run_cleanup(cleanup.apply_retention)
+
+
+@shared_task(name="data_plane.evict_silent_members")
+def evict_silent_members(topic_id: str | None = None) -> dict[str, int]:
+    """Evict group members silent past their session timeout and reassign their partitions."""
+    report = asyncio.run(_connected(lambda conn: groups.evict_silent_members(conn, topic_id)))
+    return report.as_dict()

@@ -68,6 +68,7 @@ class Pulled:
     deliveries: list[Delivery]
     partitions: frozenset[int]  # owned by the member at the pull
     wakeup: datetime | None  # the next lease expiry or due retry of those partitions
+    session_timeout_ms: int  # of the member: a waiting consumer pulls again well within it
 
 
 async def group_ref(conn: Conn, environment_id: str, topic: str, group: str) -> GroupRef:

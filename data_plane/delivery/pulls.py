@@ -25,11 +25,13 @@ from data_plane.reader import BlockRow, SegmentReader
 async def pull(
     conn: Conn, reader: SegmentReader, ref: GroupRef, member_id: str, max_messages: int
 ) -> Pulled:
-    """Lease up to ``max_messages`` messages to a member; commit the transaction to make it so.
+    """Lease up to ``max_messages`` messages to a member, and commit.
 
     One round trip touches the member (with the group's current settings), locks its
     partitions in partition order, reads its in-flight count and due work, and selects the
-    index rows of the fresh offsets; a second records one range lease per partition.
+    index rows of the fresh offsets; a second records one range lease per partition and
+    commits. On an at-least-once topic the commit does not wait for the WAL flush
+    (docs/decisions.md §11): a lease lost in a database crash is only an early redelivery.
     """
     params = {
         "group_id": ref.id,
@@ -38,6 +40,8 @@ async def pull(
         "limit": max_messages,
     }
     async with conn.pipeline():
+        if not ref.exactly_once:
+            await conn.execute(q.ASYNC_COMMIT)
         touched = await conn.execute(q.TOUCH_PULLER, params)
         owned_cur = await conn.execute(q.LOCK_OWNED_PARTITIONS, params)
         state_cur = await conn.execute(q.PULL_STATE, params)
@@ -59,10 +63,20 @@ async def pull(
     assert state is not None
     blocks = _blocks_by_partition(await blocks_cur.fetchall())
     budget = min(max_messages, ref.max_in_flight - int(state["in_flight"]))
-    deliveries = await _take(
+    deliveries, leases = await _take(
         conn, reader, ref, member_id, owned, set(state["due_partitions"]), budget, blocks
     )
-    return Pulled(ref, deliveries, frozenset(r["partition"] for r in owned), state["wakeup"])
+    async with conn.pipeline():  # the range leases and the commit: one round trip
+        if leases is not None:
+            await conn.execute(q.INSERT_RANGE_LEASES, leases)
+        await conn.commit()
+    return Pulled(
+        ref,
+        deliveries,
+        frozenset(r["partition"] for r in owned),
+        state["wakeup"],
+        settings["session_timeout_ms"],
+    )
 
 
 def _blocks_by_partition(rows: list[DictRow]) -> dict[int, list[BlockRow]]:
@@ -82,8 +96,11 @@ async def _take(
     due: set[int],
     budget: int,
     blocks: dict[int, list[BlockRow]],
-) -> list[Delivery]:
-    """Per partition in order: due redeliveries first, then fresh offsets, within ``budget``."""
+) -> tuple[list[Delivery], dict[str, Any] | None]:
+    """Per partition in order: due redeliveries first, then fresh offsets, within ``budget``.
+
+    Returns the deliveries and the parameters of the fresh offsets' range leases (to insert).
+    """
     again: dict[int, list[Delivery]] = {}
     plan: list[tuple[int, int, int]] = []  # (partition, first offset, end offset)
     taken = 0
@@ -102,23 +119,24 @@ async def _take(
             end = min(end, first + budget - taken)
             plan.append((partition, first, end))
             taken += end - first
-    fresh = await _lease_fresh(conn, reader, ref, member_id, plan, blocks)
-    return [
+    fresh, leases = await _read_fresh(conn, reader, ref, member_id, plan, blocks)
+    deliveries = [
         item
         for row in owned
         for item in again.get(row["partition"], []) + fresh.get(row["partition"], [])
     ]
+    return deliveries, leases
 
 
-async def _lease_fresh(
+async def _read_fresh(
     conn: Conn,
     reader: SegmentReader,
     ref: GroupRef,
     member_id: str,
     plan: list[tuple[int, int, int]],
     blocks: dict[int, list[BlockRow]],
-) -> dict[int, list[Delivery]]:
-    """Read the planned offsets and record one range lease per partition (one statement)."""
+) -> tuple[dict[int, list[Delivery]], dict[str, Any] | None]:
+    """Read the planned offsets; the deliveries and their range leases, one per partition."""
     fresh: dict[int, list[Delivery]] = {}
     leases: dict[str, list[Any]] = {"partitions": [], "lease_ids": [], "first": [], "last": []}
     for partition, first, end in plan:
@@ -142,20 +160,17 @@ async def _lease_fresh(
             leases, (partition, lease_id, first, first + len(messages) - 1), strict=True
         ):
             leases[key].append(value)
-    if fresh:
-        await conn.execute(
-            q.INSERT_RANGE_LEASES,
-            {
-                "group_id": ref.id,
-                "member_id": member_id,
-                "ack_timeout_s": ref.ack_timeout_s,
-                "partitions": leases["partitions"],
-                "lease_ids": leases["lease_ids"],
-                "first_offsets": leases["first"],
-                "last_offsets": leases["last"],
-            },
-        )
-    return fresh
+    if not fresh:
+        return fresh, None
+    return fresh, {
+        "group_id": ref.id,
+        "member_id": member_id,
+        "ack_timeout_s": ref.ack_timeout_s,
+        "partitions": leases["partitions"],
+        "lease_ids": leases["lease_ids"],
+        "first_offsets": leases["first"],
+        "last_offsets": leases["last"],
+    }
 
 
 async def _redeliver(

@@ -156,6 +156,51 @@ def test_bad_configuration_is_422_naming_the_field(
     assert "ackTimeout" in response.json()["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"ackTimeout": "500ms"}, "ackTimeout"),
+        ({"ackTimeout": "13h"}, "ackTimeout"),
+        ({"sessionTimeout": 0}, "sessionTimeout"),
+        ({"sessionTimeout": "11m"}, "sessionTimeout"),
+        ({"deadLetter": {"retryDelay": -1}}, "deadLetter.retryDelay"),
+    ],
+)
+def test_a_duration_out_of_range_is_422_naming_the_field_and_changes_nothing(
+    client: TestClient,
+    org: NewOrganisation,
+    unique: Callable[[str], str],
+    body: dict[str, Any],
+    field: str,
+) -> None:
+    topic, headers = make_topic(client, org, unique, partitions=1)
+    response = client.put(f"/v1/topics/{topic}/groups/g", json=body, headers=headers)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "VALIDATION_ERROR" and field in error["message"]
+    assert "between" in error["message"]
+    missing = client.get(f"/v1/topics/{topic}/groups/g", headers=headers)
+    assert missing.status_code == 404
+
+
+@pytest.mark.parametrize("session_timeout", [0, -5, "1ms", "999ms", "11m"])
+def test_a_join_with_a_session_timeout_out_of_range_is_422_and_joins_nobody(
+    client: TestClient,
+    org: NewOrganisation,
+    unique: Callable[[str], str],
+    session_timeout: str | int,
+) -> None:
+    topic, headers = make_topic(client, org, unique, partitions=1)
+    response = client.post(
+        f"/v1/topics/{topic}/groups/g/members",
+        json={"sessionTimeout": session_timeout},
+        headers=headers,
+    )
+    assert response.status_code == 422, response.text
+    assert "sessionTimeout must be between 1s and 10m" in response.json()["error"]["message"]
+    assert client.get(f"/v1/topics/{topic}/groups", headers=headers).json() == []
+
+
 def test_groups_of_unknown_topic_and_other_environment_are_404(
     client: TestClient, org: NewOrganisation, services: Services, unique: Callable[[str], str]
 ) -> None:
@@ -189,3 +234,19 @@ def test_more_partitions_are_assigned_after_the_topic_grows(
         2,
         3,
     ]
+
+
+def test_the_group_list_counts_only_members_within_their_session(
+    client: TestClient, org: NewOrganisation, unique: Callable[[str], str]
+) -> None:
+    topic, headers = make_topic(client, org, unique)
+    join(client, topic, "g", headers, sessionTimeout="1s")
+    join(client, topic, "g", headers, sessionTimeout="30s")
+    listed = client.get(f"/v1/topics/{topic}/groups", headers=headers)
+    assert listed.json() == [{"name": "g", "consumers": 2, "lag": 0}]
+    time.sleep(1.2)
+    # Before anything evicted the silent member (listing evicts nobody), it is not a consumer.
+    listed = client.get(f"/v1/topics/{topic}/groups", headers=headers)
+    assert listed.json() == [{"name": "g", "consumers": 1, "lag": 0}]
+    stats = client.get(f"/v1/topics/{topic}", headers=headers).json()["stats"]
+    assert stats["activeConsumers"] == 1

@@ -1,0 +1,244 @@
+"""The periodic eviction task: a silent member loses its partitions even when the survivors
+only pull or stream (and so never run the membership operations that evict lazily)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from litestar.testing import TestClient
+
+from data_plane import tasks
+from tenants.models import NewOrganisation
+from tests.data_plane.test_tasks import on_worker
+from tests.support.processes import replicas, wait_for
+from tests.support.services import Services
+from tests.support.tenancy import bearer, new_organisation
+
+QUIET_SESSION = "1s"  # the shortest session a group accepts
+QUIET_SESSION_S = 1.0
+KEYS = [f"k{i}" for i in range(40)]  # these keys hash to all four partitions
+
+
+class Http:
+    """The few calls these tests make, on the in-process app or on a served process."""
+
+    def __init__(self, http: TestClient | httpx.Client, org: NewOrganisation, topic: str) -> None:
+        self.http, self.topic = http, topic
+        self.headers = bearer(org.keys["production"].secret)
+
+    def create_topic(self, partitions: int = 4) -> str:
+        response = self.http.post(
+            "/v1/topics", json={"name": self.topic, "partitions": partitions}, headers=self.headers
+        )
+        assert response.status_code == 201, response.text
+        return str(response.json()["id"])
+
+    def group(self, group: str) -> str:
+        return f"/v1/topics/{self.topic}/groups/{group}"
+
+    def join(self, group: str, session_timeout: str) -> dict[str, Any]:
+        response = self.http.post(
+            f"{self.group(group)}/members",
+            json={"sessionTimeout": session_timeout},
+            headers=self.headers,
+        )
+        assert response.status_code == 201, response.text
+        return dict(response.json())
+
+    def publish_everywhere(self) -> dict[int, set[int]]:
+        """One message per key; the offsets published, by partition."""
+        response = self.http.post(
+            f"/v1/topics/{self.topic}/messages/batch",
+            json={"messages": [{"data": key, "key": key} for key in KEYS]},
+            headers=self.headers,
+        )
+        assert response.status_code == 201, response.text
+        published: dict[int, set[int]] = {}
+        for result in response.json()["results"]:
+            published.setdefault(result["partition"], set()).add(result["offset"])
+        assert set(published) == {0, 1, 2, 3}
+        return published
+
+    def pull(self, group: str, member: str) -> dict[int, set[int]]:
+        """Everything the member can pull now: offsets by partition."""
+        response = self.http.post(
+            f"{self.group(group)}/members/{member}/pull",
+            json={"maxMessages": 1000},
+            headers=self.headers,
+        )
+        assert response.status_code == 200, response.text
+        return by_partition(response.json()["messages"])
+
+    def describe(self, group: str) -> dict[str, Any]:
+        response = self.http.get(self.group(group), headers=self.headers)
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+
+def by_partition(messages: list[dict[str, Any]]) -> dict[int, set[int]]:
+    pulled: dict[int, set[int]] = {}
+    for message in messages:
+        pulled.setdefault(message["partition"], set()).add(message["offset"])
+    return pulled
+
+
+@pytest.fixture
+def org(services: Services) -> NewOrganisation:
+    return new_organisation(services.database_url, tier="pro")
+
+
+def wait_past_session(silent_since: float) -> None:
+    """Until a member last heard of at ``silent_since`` (monotonic) is past its session."""
+    time.sleep(max(silent_since + QUIET_SESSION_S + 0.2 - time.monotonic(), 0))
+
+
+def test_a_member_that_only_pulls_gets_the_silent_members_partitions_after_the_task(
+    client: TestClient, org: NewOrganisation, celery_worker: Path, unique: Callable[[str], str]
+) -> None:
+    api = Http(client, org, f"evict.{unique('t')}")
+    topic_id = api.create_topic()
+    quiet = api.join("g", QUIET_SESSION)
+    puller = api.join("g", "30s")
+    own = set(puller["assignments"])
+    stranded = {0, 1, 2, 3} - own
+    assert len(own) == 2 and len(stranded) == 2
+    published = api.publish_everywhere()
+    # The quiet member leases its partitions' messages, then dies.
+    assert api.pull("g", quiet["memberId"]) == {p: published[p] for p in stranded}
+    silent_since = time.monotonic()
+    assert api.pull("g", puller["memberId"]) == {p: published[p] for p in own}
+    wait_past_session(silent_since)
+    # Pulling keeps the puller alive but evicts nobody: the quiet member's partitions are stuck.
+    assert api.pull("g", puller["memberId"]) == {}
+
+    report = on_worker("data_plane.evict_silent_members", topic_id=topic_id)
+
+    assert report == {"groupsSwept": 1, "membersEvicted": 1}
+    # Its partitions and its leases (ended by the eviction, not left to the 30 s ack timeout).
+    assert api.pull("g", puller["memberId"]) == {p: published[p] for p in stranded}
+    described = api.describe("g")
+    assert [p["consumer"] for p in described["partitions"]] == [puller["memberId"]] * 4
+    assert [m["id"] for m in described["members"]] == [puller["memberId"]]
+    generation = described["generationId"]
+    assert generation > puller["generationId"]
+
+    again = tasks.evict_silent_members(topic_id=topic_id)  # in this process, same code
+
+    assert again == {"groupsSwept": 0, "membersEvicted": 0}
+    described = api.describe("g")
+    assert described["generationId"] == generation
+    assert [p["consumer"] for p in described["partitions"]] == [puller["memberId"]] * 4
+    gone = client.post(
+        f"{api.group('g')}/members/{quiet['memberId']}/heartbeat", headers=api.headers
+    )
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "MEMBER_NOT_FOUND"
+
+
+def test_a_group_whose_members_are_alive_is_left_untouched(
+    client: TestClient, org: NewOrganisation, unique: Callable[[str], str]
+) -> None:
+    api = Http(client, org, f"evict.{unique('t')}")
+    api.create_topic()
+    api.join("idle", QUIET_SESSION)
+    silent_since = time.monotonic()
+    survivor = api.join("idle", "30s")
+    busy = [api.join("busy", "30s"), api.join("busy", "30s")]
+    before = api.describe("busy")
+    wait_past_session(silent_since)
+
+    report = tasks.evict_silent_members()  # every group, as beat runs it
+
+    assert report["groupsSwept"] >= 1 and report["membersEvicted"] >= 1
+    after = api.describe("busy")
+    assert after["generationId"] == before["generationId"]
+    assert after["partitions"] == before["partitions"]
+    assert sorted(m["id"] for m in after["members"]) == sorted(m["memberId"] for m in busy)
+    idle = api.describe("idle")
+    assert [p["consumer"] for p in idle["partitions"]] == [survivor["memberId"]] * 4
+
+
+@pytest.mark.e2e
+def test_a_streaming_survivor_receives_the_silent_members_partitions_at_once(
+    services: Services, org: NewOrganisation, tmp_path: Path, unique: Callable[[str], str]
+) -> None:
+    received: list[dict[str, Any]] = []
+    opened = threading.Event()
+    with httpx.Client(timeout=30) as http:
+        with replicas(services.env(), tmp_path, count=1) as (replica,):
+            http.base_url = httpx.URL(replica.url)
+            api = Http(http, org, f"evict.{unique('t')}")
+            topic_id = api.create_topic()
+            api.join("g", QUIET_SESSION)
+            silent_since = time.monotonic()
+            streamer = api.join("g", "30s")
+            stranded = {0, 1, 2, 3} - set(streamer["assignments"])
+            path = f"{api.group('g')}/members/{streamer['memberId']}/stream"
+            reader = threading.Thread(
+                target=listen, args=(http, path, api.headers, received, opened), daemon=True
+            )
+            reader.start()
+            assert opened.wait(10), "the stream did not open"
+            published = api.publish_everywhere()
+            mine = {p: offsets for p, offsets in published.items() if p not in stranded}
+            wait_for(lambda: by_partition(received) == mine, 10, "the streamer's own messages")
+            wait_past_session(silent_since)
+            assert by_partition(received) == mine  # nothing of the silent member's partitions
+
+            assert tasks.evict_silent_members(topic_id=topic_id)["membersEvicted"] == 1
+
+            # Well inside the stream's 15 s keep-alive: the rebalance's NOTIFY woke it.
+            wait_for(lambda: by_partition(received) == published, 5, "the stranded messages")
+        reader.join(10)
+
+
+def listen(
+    http: httpx.Client,
+    path: str,
+    headers: dict[str, str],
+    received: list[dict[str, Any]],
+    opened: threading.Event,
+) -> None:
+    """Collect a stream's messages until the server goes away."""
+    try:
+        with http.stream("GET", path, headers=headers, timeout=60) as response:
+            opened.set()
+            for line in response.iter_lines():
+                if line.startswith("data:"):
+                    received.append(json.loads(line[5:]))
+    except httpx.HTTPError:
+        return
+
+
+@pytest.mark.e2e
+def test_a_member_that_only_streams_is_never_evicted_as_silent(
+    services: Services, org: NewOrganisation, tmp_path: Path, unique: Callable[[str], str]
+) -> None:
+    received: list[dict[str, Any]] = []
+    opened = threading.Event()
+    with httpx.Client(timeout=30) as http:
+        with replicas(services.env(), tmp_path, count=1) as (replica,):
+            http.base_url = httpx.URL(replica.url)
+            api = Http(http, org, f"evict.{unique('t')}")
+            topic_id = api.create_topic()
+            streamer = api.join("g", QUIET_SESSION)  # never heartbeats: only its stream is open
+            path = f"{api.group('g')}/members/{streamer['memberId']}/stream"
+            reader = threading.Thread(
+                target=listen, args=(http, path, api.headers, received, opened), daemon=True
+            )
+            reader.start()
+            assert opened.wait(10), "the stream did not open"
+            time.sleep(4 * QUIET_SESSION_S)  # idle, four sessions long
+
+            assert tasks.evict_silent_members(topic_id=topic_id)["membersEvicted"] == 0
+
+            published = api.publish_everywhere()
+            wait_for(lambda: by_partition(received) == published, 10, "the messages on the stream")
+            assert [m["id"] for m in api.describe("g")["members"]] == [streamer["memberId"]]
+        reader.join(10)
