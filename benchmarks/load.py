@@ -23,7 +23,7 @@ ERROR_BACKOFF_S = 0.01
 Send = Callable[[int], Awaitable[int]]
 # One timed publish: returns the server-reported latency in ms when it gives one.
 Probe = Callable[[], Awaitable[float | None]]
-# The same, told its index and scheduled send time (``loop.time()``), to stamp them in a message.
+# The same, told its index and scheduled send time (``time.monotonic()``), to stamp in a message.
 StampedProbe = Callable[[int, float], Awaitable[float | None]]
 
 
@@ -159,13 +159,18 @@ async def open_loop_stamped(
     max_in_flight: int,
     drain_s: float,
 ) -> Latency:
-    """:func:`open_loop`, with each probe given its index and scheduled time (``loop.time()``)."""
+    """:func:`open_loop`, with each probe given its index and scheduled time.
+
+    Times are ``time.monotonic()``, not ``loop.time()``: uvloop's clock ticks in whole
+    milliseconds and is read once per loop iteration, so on a busy loop it lags and makes
+    latencies look shorter than they were.
+    """
     result = Latency(rate_per_s)
     slots = asyncio.Semaphore(max_in_flight)
     total = int((warmup_s + duration_s) * rate_per_s)
     warm = int(warmup_s * rate_per_s)
     loop = asyncio.get_running_loop()
-    began = loop.time() + 0.05
+    began = time.monotonic() + 0.05
     pending: dict[asyncio.Task[None], tuple[int, float]] = {}
 
     async def one(index: int, scheduled: float) -> None:
@@ -179,13 +184,13 @@ async def open_loop_stamped(
             return
         result.acknowledged_total += 1
         if index >= warm:
-            result.latencies_ms.append((loop.time() - scheduled) * 1000)
+            result.latencies_ms.append((time.monotonic() - scheduled) * 1000)
             if server_ms is not None:
                 result.server_latencies_ms.append(server_ms)
 
     for index in range(total):
         scheduled = began + index / rate_per_s
-        delay = scheduled - loop.time()
+        delay = scheduled - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
         task = loop.create_task(one(index, scheduled))
@@ -193,10 +198,10 @@ async def open_loop_stamped(
         task.add_done_callback(lambda done: pending.pop(done, None))
     if pending:
         await asyncio.wait(list(pending), timeout=drain_s)
-    cancelled = _give_up(pending, result, warm, loop.time())
+    cancelled = _give_up(pending, result, warm, time.monotonic())
     await asyncio.gather(*cancelled, return_exceptions=True)
     result.sent = total - warm
-    result.elapsed_s = loop.time() - (began + warmup_s)
+    result.elapsed_s = time.monotonic() - (began + warmup_s)
     return result
 
 

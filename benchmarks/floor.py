@@ -1,0 +1,319 @@
+"""The floor of end-to-end latency on this machine: the durable chain alone, with no API.
+
+``python -m benchmarks.floor [--rate 1000] [--duration 15] [--json out]``
+
+Issue 5 asks for publish → delivery p99 ≤ 3x (one S3 PUT + one commit + linger), the reference
+cost measured idle in the same run. This script measures how low any implementation could go on
+the run's own SeaweedFS and PostgreSQL, by doing *only* what the durability contract requires of
+every message and nothing else, in one uvloop process:
+
+1. messages are scheduled on an open-loop timetable (as the consume benchmark's publisher does);
+2. a group-committing flusher PUTs one object per flush through the segment writer's S3 client
+   (the next PUT starts as soon as the previous one ends, or ``--overlap`` PUTs at once), then
+   commits the flush in ONE autocommit statement that reserves offsets per partition, inserts
+   one index row per partition and NOTIFYs;
+3. one LISTEN connection receives the notification and hands each partition's range to its
+   owner among ``--members`` consumers, which records a range lease in one statement
+   (``synchronous_commit = off``: a lost lease is a redelivery) — or nothing with
+   ``--no-lease`` — and stamps the delivery.
+
+There is no HTTP, JSON, authentication, rate limiting, segment encoding, SSE or client at all, so
+this is a lower bound: QueueCore does all of this and more. Latency is measured from each
+message's scheduled time to its delivery stamp.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from benchmarks import reference
+from benchmarks._stack import Stack
+from benchmarks.cpu import CpuWatch
+from benchmarks.load import Latency
+from benchmarks.publish import _step, run
+from infra.object_store import ensure_bucket
+from infra.s3_http import Credentials, Endpoint, S3HttpClient, SigV4Signer
+
+BUCKET = "bench-floor"
+MESSAGE_BYTES = 1024
+SCHEMA = """
+    DROP TABLE IF EXISTS floor_partitions, floor_blocks, floor_leases;
+    CREATE TABLE floor_partitions (partition int PRIMARY KEY, next_offset bigint NOT NULL);
+    CREATE TABLE floor_blocks (
+        partition int, base_offset bigint, count int, object_key text,
+        created_at timestamptz DEFAULT now());
+    CREATE TABLE floor_leases (
+        member int, partition int, first_offset bigint, last_offset bigint,
+        expires_at timestamptz);
+"""
+# Offsets, index rows and the notification in one statement, partitions locked in order.
+COMMIT = """
+    WITH counts AS (
+        SELECT unnest(%(partitions)s::int[]) AS partition, unnest(%(counts)s::int[]) AS n
+    ), reserved AS (
+        UPDATE floor_partitions p SET next_offset = p.next_offset + c.n FROM counts c
+        WHERE p.partition = c.partition
+        RETURNING p.partition, p.next_offset - c.n AS base_offset, c.n
+    ), indexed AS (
+        INSERT INTO floor_blocks (partition, base_offset, count, object_key)
+        SELECT partition, base_offset, n, %(key)s FROM reserved
+        RETURNING partition, base_offset, count
+    )
+    SELECT pg_notify('floor', json_build_object(
+        'flush', %(flush)s::bigint,
+        'blocks', (SELECT json_agg(json_build_array(partition, base_offset, count)) FROM indexed)
+    )::text)
+"""
+LEASE = """
+    INSERT INTO floor_leases (member, partition, first_offset, last_offset, expires_at)
+    SELECT %(member)s, unnest(%(partitions)s::int[]), unnest(%(firsts)s::bigint[]),
+           unnest(%(lasts)s::bigint[]), now() + interval '30 seconds'
+"""
+
+
+@dataclass(frozen=True)
+class Config:
+    """One floor run."""
+
+    rate_per_s: int
+    duration_s: float
+    warmup_s: float
+    partitions: int
+    members: int
+    overlap: int
+    lease: bool
+    linger_ms: float
+
+
+@dataclass
+class Floor:
+    """The chain's state: what waits for a flush, and each flush's scheduled times."""
+
+    cfg: Config
+    s3: S3HttpClient
+    database_url: str
+    pending: list[tuple[int, float]] = field(default_factory=list)  # (index, scheduled)
+    flushes: dict[int, dict[int, list[tuple[int, float]]]] = field(default_factory=dict)
+    delivered: dict[int, float] = field(default_factory=dict)  # index → latency ms
+    puts: int = 0
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    commits: asyncio.Queue[tuple[int, str, list[int], list[int]]] = field(
+        default_factory=asyncio.Queue
+    )
+
+    async def publish(self) -> int:
+        """Add messages on the timetable; returns how many were scheduled."""
+        # time.monotonic(), not loop.time(): uvloop's clock ticks in whole milliseconds.
+        start = time.monotonic()
+        total = int((self.cfg.warmup_s + self.cfg.duration_s) * self.cfg.rate_per_s)
+        for index in range(total):
+            due = start + index / self.cfg.rate_per_s
+            delay = due - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self.pending.append((index, due))
+            self.wake.set()
+        return total
+
+    async def flusher(self) -> None:
+        """Group commit: take everything waiting, PUT it, queue its commit in PUT order."""
+        slots = asyncio.Semaphore(self.cfg.overlap)
+        body = secrets.token_bytes(MESSAGE_BYTES)
+        flush_id = 0
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            if not self.pending:
+                continue
+            if self.cfg.linger_ms:
+                await asyncio.sleep(self.cfg.linger_ms / 1000)
+            await slots.acquire()
+            batch, self.pending = self.pending, []
+            flush_id += 1
+            by_partition: dict[int, list[tuple[int, float]]] = defaultdict(list)
+            for index, scheduled in batch:
+                by_partition[index % self.cfg.partitions].append((index, scheduled))
+            self.flushes[flush_id] = by_partition
+            task = asyncio.create_task(self._put(flush_id, body * len(batch), by_partition))
+            task.add_done_callback(lambda _: slots.release())
+            if self.cfg.overlap == 1:
+                await task  # the next flush takes what arrived during this PUT
+
+    async def _put(
+        self, flush_id: int, data: bytes, by_partition: dict[int, list[tuple[int, float]]]
+    ) -> None:
+        key = f"floor/{flush_id:012d}"
+        await self.s3.put_object(BUCKET, key, data)
+        self.puts += 1
+        partitions = sorted(by_partition)
+        await self.commits.put(
+            (flush_id, key, partitions, [len(by_partition[p]) for p in partitions])
+        )
+
+    async def committer(self) -> None:
+        """Commits in PUT order on one connection, one statement each."""
+        async with await psycopg.AsyncConnection.connect(
+            self.database_url, autocommit=True
+        ) as conn:
+            while True:
+                flush_id, key, partitions, counts = await self.commits.get()
+                params = {"flush": flush_id, "key": key, "partitions": partitions, "counts": counts}
+                await conn.execute(COMMIT, params)
+
+    async def listener(self, members: list[Member]) -> None:
+        """Hand each committed range to the member that owns its partition."""
+        async with await psycopg.AsyncConnection.connect(
+            self.database_url, autocommit=True
+        ) as conn:
+            await conn.execute("LISTEN floor")
+            async for notice in conn.notifies():
+                payload = json.loads(notice.payload)
+                stamps = self.flushes.pop(payload["flush"])
+                for partition, base, count in payload["blocks"]:
+                    member = members[partition % len(members)]
+                    member.take(partition, base, count, stamps[partition])
+
+
+@dataclass
+class Member:
+    """A consumer owning every ``members``-th partition: leases what it is handed, in one go."""
+
+    index: int
+    floor: Floor
+    waiting: list[tuple[int, int, int, list[tuple[int, float]]]] = field(default_factory=list)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def take(self, partition: int, base: int, count: int, stamps: list[tuple[int, float]]) -> None:
+        """A committed range of one of this member's partitions."""
+        self.waiting.append((partition, base, count, stamps))
+        self.wake.set()
+
+    async def run(self) -> None:
+        """Lease what arrived (one statement), then stamp it delivered."""
+        async with await psycopg.AsyncConnection.connect(
+            self.floor.database_url, autocommit=True
+        ) as conn:
+            await conn.execute("SET synchronous_commit = off")
+            while True:
+                await self.wake.wait()
+                self.wake.clear()
+                ranges, self.waiting = self.waiting, []
+                if self.floor.cfg.lease:
+                    params = {
+                        "member": self.index,
+                        "partitions": [r[0] for r in ranges],
+                        "firsts": [r[1] for r in ranges],
+                        "lasts": [r[1] + r[2] - 1 for r in ranges],
+                    }
+                    await conn.execute(LEASE, params)
+                now = time.monotonic()
+                for _, _, _, stamps in ranges:
+                    for index, scheduled in stamps:
+                        self.floor.delivered[index] = (now - scheduled) * 1000
+
+
+async def measure(cfg: Config, s3_endpoint: str, database_url: str) -> dict[str, Any]:
+    """Run the chain on the timetable; latencies of the messages after the warm-up."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(SCHEMA)
+        conn.execute(
+            "INSERT INTO floor_partitions SELECT generate_series(0, %s - 1), 0", (cfg.partitions,)
+        )
+    ensure_bucket(s3_endpoint, BUCKET, None, None, "us-east-1")
+    s3 = S3HttpClient(
+        Endpoint.parse(s3_endpoint, "us-east-1"),
+        SigV4Signer("us-east-1", lambda: Credentials("queuecore", "queuecore")),
+    )
+    floor = Floor(cfg, s3, database_url)
+    members = [Member(i, floor) for i in range(cfg.members)]
+    background = [asyncio.create_task(m.run()) for m in members]
+    background += [
+        asyncio.create_task(floor.listener(members)),
+        asyncio.create_task(floor.committer()),
+        asyncio.create_task(floor.flusher()),
+    ]
+    await asyncio.sleep(0.5)  # connections up, LISTEN registered
+    scheduled = await floor.publish()
+    deadline = time.monotonic() + 10
+    while len(floor.delivered) < scheduled and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    for task in background:
+        task.cancel()
+    await asyncio.gather(*background, return_exceptions=True)
+    s3.close()
+    warm = int(cfg.warmup_s * cfg.rate_per_s)
+    latency = Latency(cfg.rate_per_s, sent=scheduled - warm)
+    latency.latencies_ms = [ms for index, ms in floor.delivered.items() if index >= warm]
+    result = latency.as_dict()
+    result.update(delivered=len(floor.delivered), scheduled=scheduled, puts=floor.puts)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start PostgreSQL and SeaweedFS, measure the reference cost, then the floor."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.floor", description=__doc__)
+    parser.add_argument("--rate", type=int, default=1000, help="messages per second (1000)")
+    parser.add_argument("--duration", type=float, default=15.0, help="seconds measured (15)")
+    parser.add_argument("--partitions", type=int, default=8, help="partitions (8)")
+    parser.add_argument("--members", type=int, default=4, help="consumers (4)")
+    parser.add_argument("--overlap", type=int, default=1, help="PUTs in flight at once (1)")
+    parser.add_argument("--linger-ms", type=float, default=0.0, help="wait before a flush (0)")
+    parser.add_argument("--no-lease", action="store_true", help="deliver without a lease row")
+    parser.add_argument("--json", type=Path, default=None, help="also write results here")
+    args = parser.parse_args(argv)
+    cfg = Config(
+        args.rate,
+        args.duration,
+        2.0,
+        args.partitions,
+        args.members,
+        args.overlap,
+        not args.no_lease,
+        args.linger_ms,
+    )
+    stack = Stack(Path(tempfile.mkdtemp(prefix="queuecore-floor-")), 1)
+    try:
+        _step("starting PostgreSQL and SeaweedFS S3")
+        stack.start_services()
+        ref = reference.measure(stack.s3.endpoint_url, stack.postgres.url, 200)
+        _step(f"floor at {cfg.rate_per_s} msg/s for {cfg.duration_s:g} s")
+        with CpuWatch(stack.process_groups()) as watch:
+            result = run(measure(cfg, stack.s3.endpoint_url, stack.postgres.url))
+        result["cpu_pct_by_process"] = watch.groups_pct
+    finally:
+        stack.stop()
+    target = 3 * (ref.put_p50_ms + ref.commit_p50_ms + cfg.linger_ms)
+    print(
+        f"floor p50 {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms, "
+        f"p99.9 {result['p999_ms']:.1f} ms; {result['puts']} PUTs for {result['scheduled']} "
+        f"messages; CPU {result['cpu_pct_by_process']}; 3x (PUT {ref.put_p50_ms:.2f} + commit "
+        f"{ref.commit_p50_ms:.2f} + linger {cfg.linger_ms:g} ms) → target p99 ≤ {target:.1f} ms"
+    )
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "config": vars(args) | {"json": str(args.json)},
+                    "reference": ref.as_dict(),
+                    "floor": result,
+                },
+                indent=2,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
