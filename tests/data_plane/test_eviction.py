@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -164,38 +165,33 @@ def test_a_group_whose_members_are_alive_is_left_untouched(
     assert [p["consumer"] for p in idle["partitions"]] == [survivor["memberId"]] * 4
 
 
-@pytest.mark.e2e
-def test_a_streaming_survivor_receives_the_silent_members_partitions_at_once(
+@pytest.fixture
+def served(
     services: Services, org: NewOrganisation, tmp_path: Path, unique: Callable[[str], str]
-) -> None:
+) -> Iterator[tuple[Http, str]]:
+    """A 4-partition topic on one real ``queuecore serve`` process (for SSE), and its id."""
+    with (
+        httpx.Client(timeout=30) as http,
+        replicas(services.env(), tmp_path, count=1) as (replica,),
+    ):
+        http.base_url = httpx.URL(replica.url)
+        api = Http(http, org, f"evict.{unique('t')}")
+        yield api, api.create_topic()
+
+
+@contextmanager
+def streaming(api: Http, member: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
+    """The member's SSE stream, read in a thread: the messages received so far."""
+    assert isinstance(api.http, httpx.Client)
     received: list[dict[str, Any]] = []
     opened = threading.Event()
-    with httpx.Client(timeout=30) as http:
-        with replicas(services.env(), tmp_path, count=1) as (replica,):
-            http.base_url = httpx.URL(replica.url)
-            api = Http(http, org, f"evict.{unique('t')}")
-            topic_id = api.create_topic()
-            api.join("g", QUIET_SESSION)
-            silent_since = time.monotonic()
-            streamer = api.join("g", "30s")
-            stranded = {0, 1, 2, 3} - set(streamer["assignments"])
-            path = f"{api.group('g')}/members/{streamer['memberId']}/stream"
-            reader = threading.Thread(
-                target=listen, args=(http, path, api.headers, received, opened), daemon=True
-            )
-            reader.start()
-            assert opened.wait(10), "the stream did not open"
-            published = api.publish_everywhere()
-            mine = {p: offsets for p, offsets in published.items() if p not in stranded}
-            wait_for(lambda: by_partition(received) == mine, 10, "the streamer's own messages")
-            wait_past_session(silent_since)
-            assert by_partition(received) == mine  # nothing of the silent member's partitions
-
-            assert tasks.evict_silent_members(topic_id=topic_id)["membersEvicted"] == 1
-
-            # Well inside the stream's 15 s keep-alive: the rebalance's NOTIFY woke it.
-            wait_for(lambda: by_partition(received) == published, 5, "the stranded messages")
-        reader.join(10)
+    path = f"{api.group('g')}/members/{member['memberId']}/stream"
+    reader = threading.Thread(
+        target=listen, args=(api.http, path, api.headers, received, opened), daemon=True
+    )
+    reader.start()
+    assert opened.wait(10), "the stream did not open"
+    yield received  # the thread ends when the server goes away
 
 
 def listen(
@@ -217,28 +213,38 @@ def listen(
 
 
 @pytest.mark.e2e
-def test_a_member_that_only_streams_is_never_evicted_as_silent(
-    services: Services, org: NewOrganisation, tmp_path: Path, unique: Callable[[str], str]
+def test_a_streaming_survivor_receives_the_silent_members_partitions_at_once(
+    served: tuple[Http, str],
 ) -> None:
-    received: list[dict[str, Any]] = []
-    opened = threading.Event()
-    with httpx.Client(timeout=30) as http:
-        with replicas(services.env(), tmp_path, count=1) as (replica,):
-            http.base_url = httpx.URL(replica.url)
-            api = Http(http, org, f"evict.{unique('t')}")
-            topic_id = api.create_topic()
-            streamer = api.join("g", QUIET_SESSION)  # never heartbeats: only its stream is open
-            path = f"{api.group('g')}/members/{streamer['memberId']}/stream"
-            reader = threading.Thread(
-                target=listen, args=(http, path, api.headers, received, opened), daemon=True
-            )
-            reader.start()
-            assert opened.wait(10), "the stream did not open"
-            time.sleep(4 * QUIET_SESSION_S)  # idle, four sessions long
+    api, topic_id = served
+    api.join("g", QUIET_SESSION)
+    silent_since = time.monotonic()
+    streamer = api.join("g", "30s")
+    stranded = {0, 1, 2, 3} - set(streamer["assignments"])
+    with streaming(api, streamer) as received:
+        published = api.publish_everywhere()
+        mine = {p: offsets for p, offsets in published.items() if p not in stranded}
+        wait_for(lambda: by_partition(received) == mine, 10, "the streamer's own messages")
+        wait_past_session(silent_since)
+        assert by_partition(received) == mine  # nothing of the silent member's partitions
 
-            assert tasks.evict_silent_members(topic_id=topic_id)["membersEvicted"] == 0
+        assert tasks.evict_silent_members(topic_id=topic_id)["membersEvicted"] == 1
 
-            published = api.publish_everywhere()
-            wait_for(lambda: by_partition(received) == published, 10, "the messages on the stream")
-            assert [m["id"] for m in api.describe("g")["members"]] == [streamer["memberId"]]
-        reader.join(10)
+        # Well inside the stream's 15 s keep-alive: the rebalance's NOTIFY woke it.
+        wait_for(lambda: by_partition(received) == published, 5, "the stranded messages")
+
+
+@pytest.mark.e2e
+def test_a_member_that_only_streams_is_never_evicted_as_silent(
+    served: tuple[Http, str],
+) -> None:
+    api, topic_id = served
+    streamer = api.join("g", QUIET_SESSION)  # never heartbeats: only its stream is open
+    with streaming(api, streamer) as received:
+        time.sleep(4 * QUIET_SESSION_S)  # idle, four sessions long
+
+        assert tasks.evict_silent_members(topic_id=topic_id)["membersEvicted"] == 0
+
+        published = api.publish_everywhere()
+        wait_for(lambda: by_partition(received) == published, 10, "the messages on the stream")
+        assert [m["id"] for m in api.describe("g")["members"]] == [streamer["memberId"]]
