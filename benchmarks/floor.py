@@ -26,23 +26,32 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import secrets
+import signal
+import subprocess
 import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+import msgspec
 import psycopg
 
-from benchmarks import reference
-from benchmarks._stack import Stack
+from benchmarks import rawhttp, reference
+from benchmarks._stack import REPO_ROOT, Stack
+from benchmarks.consumer_client import Stamp
 from benchmarks.cpu import CpuWatch
-from benchmarks.load import Latency
+from benchmarks.load import Latency, open_loop_stamped
 from benchmarks.publish import _step, run
+from infra.embedded import HOST, die_with_parent, free_port_block
 from infra.object_store import ensure_bucket
 from infra.s3_http import Credentials, Endpoint, S3HttpClient, SigV4Signer
 
@@ -97,40 +106,36 @@ class Config:
     linger_ms: float
 
 
+# A message in the chain: index, scheduled time, body, and the publisher waiting for its commit.
+Item = tuple[int, float, bytes, "asyncio.Future[None] | None"]
+# What a member does with what it leased: (member index, the items, in partition order).
+Deliver = Callable[[int, list[Item]], None]
+
+
 @dataclass
 class Floor:
-    """The chain's state: what waits for a flush, and each flush's scheduled times."""
+    """The chain's state: what waits for a flush, and what each flush holds."""
 
     cfg: Config
     s3: S3HttpClient
     database_url: str
-    pending: list[tuple[int, float]] = field(default_factory=list)  # (index, scheduled)
-    flushes: dict[int, dict[int, list[tuple[int, float]]]] = field(default_factory=dict)
-    delivered: dict[int, float] = field(default_factory=dict)  # index → latency ms
+    deliver: Deliver
+    pending: list[Item] = field(default_factory=list)
+    flushes: dict[int, dict[int, list[Item]]] = field(default_factory=dict)
     puts: int = 0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    commits: asyncio.Queue[tuple[int, str, list[int], list[int]]] = field(
+    commits: asyncio.Queue[tuple[int, str, dict[int, list[Item]]]] = field(
         default_factory=asyncio.Queue
     )
 
-    async def publish(self) -> int:
-        """Add messages on the timetable; returns how many were scheduled."""
-        # time.monotonic(), not loop.time(): uvloop's clock ticks in whole milliseconds.
-        start = time.monotonic()
-        total = int((self.cfg.warmup_s + self.cfg.duration_s) * self.cfg.rate_per_s)
-        for index in range(total):
-            due = start + index / self.cfg.rate_per_s
-            delay = due - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            self.pending.append((index, due))
-            self.wake.set()
-        return total
+    def add(self, item: Item) -> None:
+        """A message to store and deliver."""
+        self.pending.append(item)
+        self.wake.set()
 
     async def flusher(self) -> None:
         """Group commit: take everything waiting, PUT it, queue its commit in PUT order."""
         slots = asyncio.Semaphore(self.cfg.overlap)
-        body = secrets.token_bytes(MESSAGE_BYTES)
         flush_id = 0
         while True:
             await self.wake.wait()
@@ -142,35 +147,41 @@ class Floor:
             await slots.acquire()
             batch, self.pending = self.pending, []
             flush_id += 1
-            by_partition: dict[int, list[tuple[int, float]]] = defaultdict(list)
-            for index, scheduled in batch:
-                by_partition[index % self.cfg.partitions].append((index, scheduled))
+            by_partition: dict[int, list[Item]] = defaultdict(list)
+            for item in batch:
+                by_partition[item[0] % self.cfg.partitions].append(item)
             self.flushes[flush_id] = by_partition
-            task = asyncio.create_task(self._put(flush_id, body * len(batch), by_partition))
+            data = b"".join(item[2] for item in batch)
+            task = asyncio.create_task(self._put(flush_id, data, by_partition))
             task.add_done_callback(lambda _: slots.release())
             if self.cfg.overlap == 1:
                 await task  # the next flush takes what arrived during this PUT
 
-    async def _put(
-        self, flush_id: int, data: bytes, by_partition: dict[int, list[tuple[int, float]]]
-    ) -> None:
+    async def _put(self, flush_id: int, data: bytes, by_partition: dict[int, list[Item]]) -> None:
         key = f"floor/{flush_id:012d}"
         await self.s3.put_object(BUCKET, key, data)
         self.puts += 1
-        partitions = sorted(by_partition)
-        await self.commits.put(
-            (flush_id, key, partitions, [len(by_partition[p]) for p in partitions])
-        )
+        await self.commits.put((flush_id, key, by_partition))
 
     async def committer(self) -> None:
-        """Commits in PUT order on one connection, one statement each."""
+        """Commits in PUT order on one connection, one statement each; then answers publishers."""
         async with await psycopg.AsyncConnection.connect(
             self.database_url, autocommit=True
         ) as conn:
             while True:
-                flush_id, key, partitions, counts = await self.commits.get()
-                params = {"flush": flush_id, "key": key, "partitions": partitions, "counts": counts}
+                flush_id, key, by_partition = await self.commits.get()
+                partitions = sorted(by_partition)
+                params = {
+                    "flush": flush_id,
+                    "key": key,
+                    "partitions": partitions,
+                    "counts": [len(by_partition[p]) for p in partitions],
+                }
                 await conn.execute(COMMIT, params)
+                for items in by_partition.values():
+                    for *_, answered in items:
+                        if answered is not None and not answered.done():
+                            answered.set_result(None)
 
     async def listener(self, members: list[Member]) -> None:
         """Hand each committed range to the member that owns its partition."""
@@ -180,10 +191,10 @@ class Floor:
             await conn.execute("LISTEN floor")
             async for notice in conn.notifies():
                 payload = json.loads(notice.payload)
-                stamps = self.flushes.pop(payload["flush"])
+                flushed = self.flushes.pop(payload["flush"])
                 for partition, base, count in payload["blocks"]:
                     member = members[partition % len(members)]
-                    member.take(partition, base, count, stamps[partition])
+                    member.take(partition, base, count, flushed[partition])
 
 
 @dataclass
@@ -192,16 +203,16 @@ class Member:
 
     index: int
     floor: Floor
-    waiting: list[tuple[int, int, int, list[tuple[int, float]]]] = field(default_factory=list)
+    waiting: list[tuple[int, int, int, list[Item]]] = field(default_factory=list)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def take(self, partition: int, base: int, count: int, stamps: list[tuple[int, float]]) -> None:
+    def take(self, partition: int, base: int, count: int, items: list[Item]) -> None:
         """A committed range of one of this member's partitions."""
-        self.waiting.append((partition, base, count, stamps))
+        self.waiting.append((partition, base, count, items))
         self.wake.set()
 
     async def run(self) -> None:
-        """Lease what arrived (one statement), then stamp it delivered."""
+        """Lease what arrived (one statement), then deliver it."""
         async with await psycopg.AsyncConnection.connect(
             self.floor.database_url, autocommit=True
         ) as conn:
@@ -218,25 +229,29 @@ class Member:
                         "lasts": [r[1] + r[2] - 1 for r in ranges],
                     }
                     await conn.execute(LEASE, params)
-                now = time.monotonic()
-                for _, _, _, stamps in ranges:
-                    for index, scheduled in stamps:
-                        self.floor.delivered[index] = (now - scheduled) * 1000
+                self.floor.deliver(self.index, [item for r in ranges for item in r[3]])
 
 
-async def measure(cfg: Config, s3_endpoint: str, database_url: str) -> dict[str, Any]:
-    """Run the chain on the timetable; latencies of the messages after the warm-up."""
+def prepare(cfg: Config, s3_endpoint: str, database_url: str) -> None:
+    """Fresh tables and the bucket."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(SCHEMA)
         conn.execute(
             "INSERT INTO floor_partitions SELECT generate_series(0, %s - 1), 0", (cfg.partitions,)
         )
     ensure_bucket(s3_endpoint, BUCKET, None, None, "us-east-1")
+
+
+@contextlib.asynccontextmanager
+async def chain(
+    cfg: Config, s3_endpoint: str, database_url: str, deliver: Deliver
+) -> AsyncIterator[Floor]:
+    """The running chain: members, listener, committer and flusher, stopped on exit."""
     s3 = S3HttpClient(
         Endpoint.parse(s3_endpoint, "us-east-1"),
         SigV4Signer("us-east-1", lambda: Credentials("queuecore", "queuecore")),
     )
-    floor = Floor(cfg, s3, database_url)
+    floor = Floor(cfg, s3, database_url, deliver)
     members = [Member(i, floor) for i in range(cfg.members)]
     background = [asyncio.create_task(m.run()) for m in members]
     background += [
@@ -245,19 +260,144 @@ async def measure(cfg: Config, s3_endpoint: str, database_url: str) -> dict[str,
         asyncio.create_task(floor.flusher()),
     ]
     await asyncio.sleep(0.5)  # connections up, LISTEN registered
-    scheduled = await floor.publish()
-    deadline = time.monotonic() + 10
-    while len(floor.delivered) < scheduled and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    for task in background:
-        task.cancel()
-    await asyncio.gather(*background, return_exceptions=True)
-    s3.close()
+    try:
+        yield floor
+    finally:
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        s3.close()
+
+
+async def measure(cfg: Config, s3_endpoint: str, database_url: str) -> dict[str, Any]:
+    """Run the chain on the timetable; latencies of the messages after the warm-up."""
+    prepare(cfg, s3_endpoint, database_url)
+    delivered: dict[int, float] = {}  # index → latency ms
+
+    def stamp(_member: int, items: list[Item]) -> None:
+        now = time.monotonic()
+        for index, scheduled, *_ in items:
+            delivered[index] = (now - scheduled) * 1000
+
+    body = secrets.token_bytes(MESSAGE_BYTES)
+    total = int((cfg.warmup_s + cfg.duration_s) * cfg.rate_per_s)
+    async with chain(cfg, s3_endpoint, database_url, stamp) as floor:
+        # time.monotonic(), not loop.time(): uvloop's clock ticks in whole milliseconds.
+        start = time.monotonic()
+        for index in range(total):
+            due = start + index / cfg.rate_per_s
+            delay = due - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            floor.add((index, due, body, None))
+        deadline = time.monotonic() + 10
+        while len(delivered) < total and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        puts = floor.puts
     warm = int(cfg.warmup_s * cfg.rate_per_s)
-    latency = Latency(cfg.rate_per_s, sent=scheduled - warm)
-    latency.latencies_ms = [ms for index, ms in floor.delivered.items() if index >= warm]
+    latency = Latency(cfg.rate_per_s, sent=total - warm)
+    latency.latencies_ms = [ms for index, ms in delivered.items() if index >= warm]
     result = latency.as_dict()
-    result.update(delivered=len(floor.delivered), scheduled=scheduled, puts=floor.puts)
+    result.update(delivered=len(delivered), scheduled=total, puts=puts)
+    return result
+
+
+STAMP = msgspec.json.Decoder(Stamp)
+HTTP_CONNECTIONS = 256
+
+
+def serve_http(cfg: Config, stack: Stack, log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """``benchmarks.floor_http`` under uvicorn (uvloop, httptools, one worker), once healthy."""
+    port = free_port_block()
+    env = {
+        **os.environ,
+        "QUEUECORE_FLOOR_PARTITIONS": str(cfg.partitions),
+        "QUEUECORE_FLOOR_MEMBERS": str(cfg.members),
+        "QUEUECORE_FLOOR_OVERLAP": str(cfg.overlap),
+        "QUEUECORE_FLOOR_LEASE": "1" if cfg.lease else "0",
+        "QUEUECORE_FLOOR_LINGER_MS": str(cfg.linger_ms),
+        "QUEUECORE_FLOOR_S3": stack.s3.endpoint_url,
+        "QUEUECORE_FLOOR_DATABASE": stack.postgres.url,
+    }
+    command = [sys.executable, "-m", "uvicorn", "benchmarks.floor_http:create_app", "--factory"]
+    command += ["--host", HOST, "--port", str(port), "--no-access-log", "--log-level", "warning"]
+    with log.open("ab") as out:
+        server = subprocess.Popen(
+            command,
+            env=env,
+            cwd=REPO_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent(signal.SIGTERM),
+        )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and server.poll() is None:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"http://{HOST}:{port}/healthz", timeout=2).status_code == 200:
+                return server, port
+        time.sleep(0.2)
+    server.kill()
+    raise RuntimeError(f"the floor's HTTP server did not start; see {log}")
+
+
+async def measure_http(cfg: Config, port: int) -> dict[str, Any]:
+    """Open-loop publishes over HTTP, deliveries on SSE streams: as the consumer benchmark."""
+    received: dict[int, float] = {}  # index → latency ms
+    streams = [
+        rawhttp.EventStream(
+            HOST,
+            port,
+            rawhttp.build_get(HOST, port, f"/stream/{m}", {"Accept": "text/event-stream"}),
+        )
+        for m in range(cfg.members)
+    ]
+    for stream in streams:
+        await stream.open()
+
+    async def read(stream: rawhttp.EventStream) -> None:
+        async for event, data in stream.events():
+            if event == "message":
+                stamp = STAMP.decode(data)
+                received.setdefault(stamp.i, (time.monotonic() - stamp.t) * 1000)
+
+    readers = [asyncio.create_task(read(s)) for s in streams]
+    idle: asyncio.Queue[rawhttp.Connection] = asyncio.Queue()
+    for _ in range(HTTP_CONNECTIONS):
+        idle.put_nowait(rawhttp.Connection(HOST, port))
+    text = secrets.token_hex(MESSAGE_BYTES // 2)
+
+    async def probe(index: int, scheduled: float) -> float | None:
+        body = b'{"i":%d,"t":%r,"p":"%s"}' % (index, scheduled, text.encode())
+        request = rawhttp.build_request(
+            HOST, port, "/publish", {"Content-Type": "application/json"}, body
+        )
+        connection = await idle.get()
+        try:
+            status, answer = await connection.send(request)
+        finally:
+            idle.put_nowait(connection)
+        if status != 201:
+            raise RuntimeError(f"publish answered {status} {answer[:200]!r}")
+        return None
+
+    publishing = await open_loop_stamped(
+        probe, cfg.rate_per_s, cfg.duration_s, cfg.warmup_s, HTTP_CONNECTIONS, 10
+    )
+    total = int((cfg.warmup_s + cfg.duration_s) * cfg.rate_per_s)
+    deadline = time.monotonic() + 10
+    while len(received) < total and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    for task in readers:
+        task.cancel()
+    for stream in streams:
+        stream.close()
+    while not idle.empty():
+        idle.get_nowait().close()
+    warm = int(cfg.warmup_s * cfg.rate_per_s)
+    latency = Latency(cfg.rate_per_s, sent=total - warm)
+    latency.latencies_ms = [ms for index, ms in received.items() if index >= warm]
+    result = latency.as_dict()
+    result.update(delivered=len(received), scheduled=total, publish=publishing.as_dict())
     return result
 
 
@@ -271,6 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overlap", type=int, default=1, help="PUTs in flight at once (1)")
     parser.add_argument("--linger-ms", type=float, default=0.0, help="wait before a flush (0)")
     parser.add_argument("--no-lease", action="store_true", help="deliver without a lease row")
+    parser.add_argument("--http", action="store_true", help="behind the thinnest Litestar app")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
     args = parser.parse_args(argv)
     cfg = Config(
@@ -288,17 +429,24 @@ def main(argv: list[str] | None = None) -> int:
         _step("starting PostgreSQL and SeaweedFS S3")
         stack.start_services()
         ref = reference.measure(stack.s3.endpoint_url, stack.postgres.url, 200)
-        _step(f"floor at {cfg.rate_per_s} msg/s for {cfg.duration_s:g} s")
+        _step(f"floor{' over HTTP' if args.http else ''} at {cfg.rate_per_s} msg/s")
+        server = None
+        if args.http:
+            server, port = serve_http(cfg, stack, stack.root / "floor_http.log")
+            stack.serve = server  # counted as "api" by the CPU watch, stopped with the stack
         with CpuWatch(stack.process_groups()) as watch:
-            result = run(measure(cfg, stack.s3.endpoint_url, stack.postgres.url))
+            if args.http:
+                result = run(measure_http(cfg, port))
+            else:
+                result = run(measure(cfg, stack.s3.endpoint_url, stack.postgres.url))
         result["cpu_pct_by_process"] = watch.groups_pct
     finally:
         stack.stop()
     target = 3 * (ref.put_p50_ms + ref.commit_p50_ms + cfg.linger_ms)
     print(
         f"floor p50 {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms, "
-        f"p99.9 {result['p999_ms']:.1f} ms; {result['puts']} PUTs for {result['scheduled']} "
-        f"messages; CPU {result['cpu_pct_by_process']}; 3x (PUT {ref.put_p50_ms:.2f} + commit "
+        f"p99.9 {result['p999_ms']:.1f} ms; {result.get('puts', '?')} PUTs for "
+        f"{result['scheduled']} messages; CPU {result['cpu_pct_by_process']}; 3x (PUT {ref.put_p50_ms:.2f} + commit "
         f"{ref.commit_p50_ms:.2f} + linger {cfg.linger_ms:g} ms) → target p99 ≤ {target:.1f} ms"
     )
     if args.json:
