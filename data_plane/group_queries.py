@@ -46,12 +46,24 @@ DELETE_GROUP = """
 DELETE FROM consumer_groups WHERE topic_id = %(topic_id)s AND name = %(name)s RETURNING id
 """
 
-EVICT_EXPIRED = """
-DELETE FROM group_members
+# The silent members, locked (a heartbeat committed meanwhile takes its member out of the set).
+LOCK_SILENT_MEMBERS = """
+SELECT id FROM group_members
 WHERE group_id = %(group_id)s AND last_heartbeat_at < now() - make_interval(secs => session_timeout_ms / 1000.0)
-RETURNING id
+ORDER BY id FOR UPDATE
 """
 
+DELETE_MEMBERS = """
+DELETE FROM group_members WHERE group_id = %(group_id)s AND id = ANY(%(member_ids)s)
+"""
+
+# Before members are removed and their leases ended: every partition row of the group, in
+# partition order, as pulls and acks lock them. Removing a member writes the rows it owns
+# (owner_member_id SET NULL) and ending its leases writes lease rows that an ack in flight
+# may need next; taking the partitions first, in order, means neither can close a cycle.
+LOCK_ALL_GROUP_PARTITIONS = """
+SELECT partition FROM group_partitions WHERE group_id = %(group_id)s ORDER BY partition FOR UPDATE
+"""
 # The periodic eviction's work list: groups of active topics (of one topic, when given) with a
 # member silent past its session timeout. A scan of group_members, on purpose: an index on
 # last_heartbeat_at would cost every pull (TOUCH_PULLER) its HOT update, and the table holds one
@@ -92,8 +104,8 @@ SYNC_MEMBER_GENERATION = """
 UPDATE group_members SET generation = %(generation)s, last_heartbeat_at = now() WHERE id = %(id)s AND group_id = %(group_id)s
 """
 
-DELETE_MEMBER = """
-DELETE FROM group_members WHERE id = %(id)s AND group_id = %(group_id)s RETURNING id
+LOCK_MEMBER = """
+SELECT id FROM group_members WHERE id = %(id)s AND group_id = %(group_id)s FOR UPDATE
 """
 
 SEED_GROUP_PARTITIONS = """

@@ -219,11 +219,19 @@ async def _rebalance(
 
 async def _evict_silent(conn: Conn, group_id: str) -> list[str]:
     """Remove the members silent past their session timeout and end their leases; their ids."""
-    rows = await (await conn.execute(q.EVICT_EXPIRED, {"group_id": group_id})).fetchall()
-    evicted = [row["id"] for row in rows]
-    if evicted:
-        await _release(conn, group_id, evicted)
-    return evicted
+    params: dict[str, Any] = {"group_id": group_id}
+    silent = [r["id"] for r in await (await conn.execute(q.LOCK_SILENT_MEMBERS, params)).fetchall()]
+    if silent:
+        await _remove(conn, group_id, silent)
+    return silent
+
+
+async def _remove(conn: Conn, group_id: str, member_ids: list[str]) -> None:
+    """Delete members and end their leases, the group's partitions locked first (in order)."""
+    params = {"group_id": group_id, "member_ids": member_ids}
+    await conn.execute(q.LOCK_ALL_GROUP_PARTITIONS, params)
+    await conn.execute(q.DELETE_MEMBERS, params)
+    await _release(conn, group_id, member_ids)
 
 
 async def _reassign(
@@ -341,10 +349,10 @@ async def leave(conn: Conn, environment_id: str, topic: str, group: str, member_
     """Leave the group at once; its partitions go to the others. Returns the new generation."""
     topic_row = await topic_of(conn, environment_id, topic)
     group_row = await _locked_group(conn, environment_id, topic_row["id"], group, create=False)
-    removed = await conn.execute(q.DELETE_MEMBER, {"id": member_id, "group_id": group_row["id"]})
-    if await removed.fetchone() is None:
+    known = await conn.execute(q.LOCK_MEMBER, {"id": member_id, "group_id": group_row["id"]})
+    if await known.fetchone() is None:
         raise MemberNotFound(member_id)
-    await _release(conn, group_row["id"], [member_id])
+    await _remove(conn, group_row["id"], [member_id])
     return await _rebalance(conn, group_row, topic_row, force=True)
 
 

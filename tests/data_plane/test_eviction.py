@@ -3,6 +3,7 @@ only pull or stream (and so never run the membership operations that evict lazil
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -12,10 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from litestar.testing import TestClient
+from psycopg.rows import dict_row
 
-from data_plane import tasks
+from data_plane import group_queries as q
+from data_plane import groups, tasks
+from data_plane.leases import group_by_lease
 from tenants.models import NewOrganisation
 from tests.data_plane.test_tasks import on_worker
 from tests.support.processes import replicas, wait_for
@@ -66,6 +71,16 @@ class Http:
             published.setdefault(result["partition"], set()).add(result["offset"])
         assert set(published) == {0, 1, 2, 3}
         return published
+
+    def publish_everywhere_two(self) -> set[int]:
+        """One message per key to a two-partition topic; the partitions they landed on."""
+        response = self.http.post(
+            f"/v1/topics/{self.topic}/messages/batch",
+            json={"messages": [{"data": key, "key": key} for key in KEYS]},
+            headers=self.headers,
+        )
+        assert response.status_code == 201, response.text
+        return {result["partition"] for result in response.json()["results"]}
 
     def pull(self, group: str, member: str) -> dict[int, set[int]]:
         """Everything the member can pull now: offsets by partition."""
@@ -248,3 +263,83 @@ def test_a_member_that_only_streams_is_never_evicted_as_silent(
         published = api.publish_everywhere()
         wait_for(lambda: by_partition(received) == published, 10, "the messages on the stream")
         assert [m["id"] for m in api.describe("g")["members"]] == [streamer["memberId"]]
+
+
+@pytest.mark.parametrize("removal", ["eviction", "leave"])
+def test_removing_a_member_whose_ack_is_in_flight_does_not_deadlock(
+    client: TestClient,
+    org: NewOrganisation,
+    services: Services,
+    unique: Callable[[str], str],
+    removal: str,
+) -> None:
+    """An ack locks its partitions, then its leases; removing a member must not take a lease first.
+
+    A slow consumer acks a lease of a partition that already moved to another member just as it
+    is evicted (or leaves): removing it does not touch that partition's row. The ack holds the
+    partition row (LOCK_ACK_PARTITIONS) and next needs the lease row, which the removal ends
+    before it reassigns every partition: taken in that order, the two waited for each other
+    until PostgreSQL broke the cycle after deadlock_timeout by failing one of them.
+    """
+    api = Http(client, org, f"evict.{unique('t')}")
+    topic_id = api.create_topic(partitions=2)
+    slow = api.join("g", QUIET_SESSION)
+    published = api.publish_everywhere_two()
+    leased = client.post(
+        f"{api.group('g')}/members/{slow['memberId']}/pull",
+        json={"maxMessages": 100},
+        headers=api.headers,
+    ).json()["messages"]
+    assert {m["partition"] for m in leased} == set(published) == {0, 1}
+    silent_since = time.monotonic()
+    other = api.join("g", "30s")  # takes one of the slow member's partitions, not its leases
+    (moved,) = other["assignments"]
+    ack_id = next(m["ackId"] for m in leased if m["partition"] == moved)
+    (lease_id,), _ = group_by_lease([ack_id])
+    wait_past_session(silent_since)
+    environment_id = org.keys["production"].key.environment_id
+
+    async def remove(conn: psycopg.AsyncConnection[Any]) -> int:
+        if removal == "eviction":
+            return (await groups.evict_silent_members(conn, topic_id)).members_evicted
+        async with conn.transaction():
+            await groups.leave(conn, environment_id, api.topic, "g", slow["memberId"])
+        return 1
+
+    async def race() -> tuple[int, str | None]:
+        async with (
+            await psycopg.AsyncConnection.connect(
+                services.database_url, row_factory=dict_row
+            ) as ack,
+            await psycopg.AsyncConnection.connect(
+                services.database_url, row_factory=dict_row, autocommit=True
+            ) as remover,
+        ):
+            group = "SELECT id FROM consumer_groups WHERE topic_id = %s AND name = 'g'"
+            row = await (await ack.execute(group, (topic_id,))).fetchone()
+            assert row is not None
+            params = {"group_id": row["id"], "lease_ids": [lease_id], "ack_ids": []}
+            await ack.execute(q.LOCK_ACK_PARTITIONS, params)  # the ack's first step
+            removing = asyncio.create_task(remove(remover))
+            await asyncio.sleep(0.5)  # the removal is now waiting on a lock
+            error = None
+            try:  # the ack's next step: its lease row
+                await ack.execute(
+                    "SELECT 1 FROM group_leases WHERE lease_id = %s FOR UPDATE", (lease_id,)
+                )
+                await ack.commit()
+            except psycopg.errors.DeadlockDetected as exc:
+                error = type(exc).__name__
+                await ack.rollback()
+            try:
+                removed = await asyncio.wait_for(removing, 10)
+            except psycopg.errors.DeadlockDetected as exc:
+                error, removed = type(exc).__name__, 0
+            return removed, error
+
+    removed, error = asyncio.run(race())
+
+    assert error is None
+    assert removed == 1
+    described = api.describe("g")
+    assert [p["consumer"] for p in described["partitions"]] == [other["memberId"]] * 2
