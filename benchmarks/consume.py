@@ -175,18 +175,13 @@ async def _publish_open_loop(
     texts = [t.encode() for t in payloads()]
     path = f"/v1/topics/{E2E_TOPIC}/messages"
     headers = {**stack.auth_headers(), **JSON_HEADERS}
-    idle: asyncio.Queue[rawhttp.Connection] = asyncio.Queue()
-    for _ in range(PUBLISH_CONNECTIONS):
-        idle.put_nowait(rawhttp.Connection(HOST, stack.http_port))
+    pool = rawhttp.Pool(HOST, stack.http_port, PUBLISH_CONNECTIONS)
 
     async def probe(index: int, scheduled: float) -> float | None:
         body = b'{"data":{"i":%d,"t":%r,"p":"%s"}}' % (index, scheduled, texts[index % len(texts)])
-        request = rawhttp.build_request(HOST, stack.http_port, path, headers, body)
-        connection = await idle.get()
-        try:
-            status, answer = await connection.send(request)
-        finally:
-            idle.put_nowait(connection)
+        status, answer = await pool.send(
+            rawhttp.build_request(HOST, stack.http_port, path, headers, body)
+        )
         if status != 201:
             raise RuntimeError(f"publish answered {status} {answer[:200]!r}")
         published[index] = scheduled
@@ -198,8 +193,7 @@ async def _publish_open_loop(
             probe, cfg.rate_per_s, cfg.duration_s, cfg.warmup_s, PUBLISH_CONNECTIONS, cfg.drain_s
         )
     finally:
-        while not idle.empty():
-            idle.get_nowait().close()
+        pool.close()
 
 
 async def _await_deliveries(

@@ -361,21 +361,15 @@ async def measure_http(cfg: Config, port: int) -> dict[str, Any]:
                 received.setdefault(stamp.i, (time.monotonic() - stamp.t) * 1000)
 
     readers = [asyncio.create_task(read(s)) for s in streams]
-    idle: asyncio.Queue[rawhttp.Connection] = asyncio.Queue()
-    for _ in range(HTTP_CONNECTIONS):
-        idle.put_nowait(rawhttp.Connection(HOST, port))
+    pool = rawhttp.Pool(HOST, port, HTTP_CONNECTIONS)
     text = secrets.token_hex(MESSAGE_BYTES // 2)
+    headers = {"Content-Type": "application/json"}
 
     async def probe(index: int, scheduled: float) -> float | None:
         body = b'{"i":%d,"t":%r,"p":"%s"}' % (index, scheduled, text.encode())
-        request = rawhttp.build_request(
-            HOST, port, "/publish", {"Content-Type": "application/json"}, body
+        status, answer = await pool.send(
+            rawhttp.build_request(HOST, port, "/publish", headers, body)
         )
-        connection = await idle.get()
-        try:
-            status, answer = await connection.send(request)
-        finally:
-            idle.put_nowait(connection)
         if status != 201:
             raise RuntimeError(f"publish answered {status} {answer[:200]!r}")
         return None
@@ -391,8 +385,7 @@ async def measure_http(cfg: Config, port: int) -> dict[str, Any]:
         task.cancel()
     for stream in streams:
         stream.close()
-    while not idle.empty():
-        idle.get_nowait().close()
+    pool.close()
     warm = int(cfg.warmup_s * cfg.rate_per_s)
     latency = Latency(cfg.rate_per_s, sent=total - warm)
     latency.latencies_ms = [ms for index, ms in received.items() if index >= warm]

@@ -69,6 +69,31 @@ class Connection:
         self._reader = self._writer = None
 
 
+class Pool:
+    """Keep-alive connections shared by concurrent senders: each send borrows an idle one.
+
+    A send that finds every connection busy waits for one (an open loop counts that wait).
+    """
+
+    def __init__(self, host: str, port: int, size: int) -> None:
+        self._idle: asyncio.Queue[Connection] = asyncio.Queue()
+        for _ in range(size):
+            self._idle.put_nowait(Connection(host, port))
+
+    async def send(self, request: bytes) -> tuple[int, bytes]:
+        """Send on an idle connection; the status and body of the response."""
+        connection = await self._idle.get()
+        try:
+            return await connection.send(request)
+        finally:
+            self._idle.put_nowait(connection)
+
+    def close(self) -> None:
+        """Close the connections that are idle (all of them once sends are done)."""
+        while not self._idle.empty():
+            self._idle.get_nowait().close()
+
+
 def _content_length(head: bytes) -> int:
     for line in head.lower().split(b"\r\n"):
         if line.startswith(b"content-length:"):
