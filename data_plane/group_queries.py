@@ -64,16 +64,18 @@ DELETE FROM group_members WHERE group_id = %(group_id)s AND id = ANY(%(member_id
 LOCK_ALL_GROUP_PARTITIONS = """
 SELECT partition FROM group_partitions WHERE group_id = %(group_id)s ORDER BY partition FOR UPDATE
 """
-# The periodic eviction's work list: groups of active topics (of one topic, when given) with a
-# member silent past its session timeout. A scan of group_members, on purpose: an index on
-# last_heartbeat_at would cost every pull (TOUCH_PULLER) its HOT update, and the table holds one
-# row per joined consumer.
-GROUPS_WITH_SILENT_MEMBERS = """
-SELECT DISTINCT g.id FROM group_members m
-JOIN consumer_groups g ON g.id = m.group_id
+# The periodic sweep's work list: groups of active topics (of one topic, when given) with a
+# member silent past its session timeout, or fewer partitions than their topic (it grew). Scans,
+# on purpose: an index on last_heartbeat_at would cost every pull (TOUCH_PULLER) its HOT update,
+# and the tables hold one row per joined consumer and per group partition.
+GROUPS_TO_SWEEP = """
+SELECT g.id FROM consumer_groups g
 JOIN topics t ON t.id = g.topic_id AND t.status = 'active'
-WHERE m.last_heartbeat_at < now() - make_interval(secs => m.session_timeout_ms / 1000.0)
-  AND (%(topic_id)s::text IS NULL OR g.topic_id = %(topic_id)s::text)
+WHERE (%(topic_id)s::text IS NULL OR g.topic_id = %(topic_id)s::text)
+  AND (EXISTS (SELECT 1 FROM group_members m
+               WHERE m.group_id = g.id
+                 AND m.last_heartbeat_at < now() - make_interval(secs => m.session_timeout_ms / 1000.0))
+       OR (SELECT count(*) FROM group_partitions gp WHERE gp.group_id = g.id) < t.partitions)
 ORDER BY g.id
 """
 
@@ -108,11 +110,19 @@ LOCK_MEMBER = """
 SELECT id FROM group_members WHERE id = %(id)s AND group_id = %(group_id)s FOR UPDATE
 """
 
+# The group's first partitions start where startFrom says; partitions its topic gains later
+# start at their beginning: every message in them was published after the group existed, so
+# "latest" there would silently skip whatever arrived before the group noticed them. (The
+# EXISTS sees the group's rows as they were before this statement.)
 SEED_GROUP_PARTITIONS = """
 INSERT INTO group_partitions (group_id, partition, committed_offset, delivered_offset)
 SELECT %(group_id)s, p.partition, s.start, s.start
 FROM partitions p
-CROSS JOIN LATERAL (SELECT CASE WHEN %(start_from)s = 'earliest' THEN p.start_offset ELSE p.next_offset END AS start) s
+CROSS JOIN LATERAL (
+  SELECT CASE
+    WHEN %(start_from)s = 'earliest'
+      OR EXISTS (SELECT 1 FROM group_partitions x WHERE x.group_id = %(group_id)s)
+    THEN p.start_offset ELSE p.next_offset END AS start) s
 WHERE p.topic_id = %(topic_id)s
 ON CONFLICT (group_id, partition) DO NOTHING
 """

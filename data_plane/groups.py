@@ -4,8 +4,8 @@ Every membership change takes the group row's lock, evicts members silent past t
 timeout, and — when the set of members or partitions changed — bumps the generation and
 recomputes ownership with the sticky assignor. Members learn of a new generation from their
 heartbeat (``shouldRejoin``) and rejoin to get their partitions. Because a group whose members
-only pull or stream has no membership changes, :func:`evict_silent_members` (a periodic Celery
-task) evicts the silent members of every group too.
+only pull or stream has no membership changes, :func:`sweep_groups` (a periodic Celery
+task) does the same for every group with a silent member or a topic that grew.
 """
 
 from __future__ import annotations
@@ -238,6 +238,13 @@ async def _reassign(
     conn: Conn, group_row: dict[str, Any], topic_row: dict[str, Any], force: bool
 ) -> int:
     """Seed new partitions and, if forced or any were seeded, reassign all; returns the generation."""
+    if not (await _seed(conn, group_row, topic_row) or force):
+        return int(group_row["generation"])
+    return await _assign_all(conn, group_row, topic_row)
+
+
+async def _seed(conn: Conn, group_row: dict[str, Any], topic_row: dict[str, Any]) -> int:
+    """Give the group the partitions its topic gained (at its ``startFrom``); how many."""
     seeded = await conn.execute(
         q.SEED_GROUP_PARTITIONS,
         {
@@ -246,8 +253,11 @@ async def _reassign(
             "start_from": group_row["start_from"],
         },
     )
-    if not (force or seeded.rowcount):
-        return int(group_row["generation"])
+    return seeded.rowcount
+
+
+async def _assign_all(conn: Conn, group_row: dict[str, Any], topic_row: dict[str, Any]) -> int:
+    """Sticky reassignment of every partition, a new generation, waiting consumers woken."""
     members = [
         m["id"]
         for m in await (
@@ -371,58 +381,68 @@ async def sweep(conn: Conn, environment_id: str, topic: str, group: str) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class EvictionReport:
-    """What one run of the periodic eviction did."""
+class SweepReport:
+    """What one run of the periodic sweep did."""
 
     groups_swept: int = 0
     members_evicted: int = 0
+    groups_grown: int = 0  # groups that got the partitions added to their topic
 
     def as_dict(self) -> dict[str, int]:
         """JSON-friendly (a Celery task result)."""
-        return {"groupsSwept": self.groups_swept, "membersEvicted": self.members_evicted}
+        return {
+            "groupsSwept": self.groups_swept,
+            "membersEvicted": self.members_evicted,
+            "groupsGrown": self.groups_grown,
+        }
 
 
-async def evict_silent_members(conn: Conn, topic_id: str | None = None) -> EvictionReport:
-    """Evict members silent past their session timeout from every group (of one topic if given).
+async def sweep_groups(conn: Conn, topic_id: str | None = None) -> SweepReport:
+    """Evict silent members and assign added partitions, in every group (of one topic if given).
 
-    The membership operations evict lazily, so a group whose survivors only pull or stream
-    would keep its silent members (and their partitions) for ever; a periodic task runs this.
-    Each group gets its own transaction under the group row lock, as a heartbeat does, so it
-    is safe beside joins and heartbeats and a second run finds nothing to do. Needs an
-    autocommit connection.
+    The membership operations do both lazily, so a group whose members only pull or stream
+    would keep its silent members (and their partitions), and never consume the partitions
+    added to its topic; a periodic task runs this. Each group gets its own transaction under
+    the group row lock, as a heartbeat does, so it is safe beside joins and heartbeats and a
+    second run finds nothing to do. Needs an autocommit connection.
     """
     if not conn.autocommit:
-        raise ValueError("eviction commits group by group: pass an autocommit connection")
-    rows = await (
-        await conn.execute(q.GROUPS_WITH_SILENT_MEMBERS, {"topic_id": topic_id})
-    ).fetchall()
-    evicted = 0
+        raise ValueError("the sweep commits group by group: pass an autocommit connection")
+    rows = await (await conn.execute(q.GROUPS_TO_SWEEP, {"topic_id": topic_id})).fetchall()
+    evicted = grown = 0
     for row in rows:
         try:
             async with conn.transaction():
-                evicted += await _evict_from_group(conn, row["id"])
+                members, seeded = await _sweep_group(conn, row["id"])
         except psycopg.Error as exc:  # the next run retries; the other groups need not wait
-            log.warning("eviction_failed", group_id=row["id"], error=type(exc).__name__)
-    return EvictionReport(len(rows), evicted)
+            log.warning("group_sweep_failed", group_id=row["id"], error=type(exc).__name__)
+            continue
+        evicted, grown = evicted + members, grown + seeded
+    return SweepReport(len(rows), evicted, grown)
 
 
-async def _evict_from_group(conn: Conn, group_id: str) -> int:
-    """Evict one group's silent members and reassign their partitions; how many were evicted."""
+async def _sweep_group(conn: Conn, group_id: str) -> tuple[int, bool]:
+    """Evict one group's silent members, seed added partitions, reassign if either happened.
+
+    Returns how many members were evicted and whether partitions were added.
+    """
     group_row = await (await conn.execute(q.LOCK_GROUP_BY_ID, {"id": group_id})).fetchone()
     if group_row is None:  # deleted since it was listed
-        return 0
+        return 0, False
     topic_row = await (
         await conn.execute(q.SELECT_ACTIVE_TOPIC_BY_ID, {"id": group_row["topic_id"]})
     ).fetchone()
     if topic_row is None:  # its topic is being deleted
-        return 0
+        return 0, False
+    group, topic = dict(group_row), dict(topic_row)
     evicted = await _evict_silent(conn, group_id)
-    if evicted:
-        generation = await _reassign(conn, dict(group_row), dict(topic_row), force=True)
+    seeded = await _seed(conn, group, topic)
+    if evicted or seeded:
+        generation = await _assign_all(conn, group, topic)
         log.info(
-            "silent_members_evicted", group_id=group_id, members=evicted, generation=generation
+            "group_swept", group_id=group_id, evicted=evicted, added=seeded, generation=generation
         )
-    return len(evicted)
+    return len(evicted), seeded > 0
 
 
 async def describe(conn: Conn, environment_id: str, topic: str, group: str) -> dict[str, Any]:

@@ -67,8 +67,8 @@ def apply_retention() -> dict[str, int]:
     return run_cleanup(cleanup.apply_retention)
 
 
-@shared_task(name="data_plane.evict_silent_members")
-def evict_silent_members(topic_id: str | None = None) -> dict[str, int]:
-    """Evict group members silent past their session timeout and reassign their partitions."""
-    report = asyncio.run(_connected(lambda conn: groups.evict_silent_members(conn, topic_id)))
+@shared_task(name="data_plane.sweep_groups")
+def sweep_groups(topic_id: str | None = None) -> dict[str, int]:
+    """Evict silent group members and assign partitions added to topics, in every group."""
+    report = asyncio.run(_connected(lambda conn: groups.sweep_groups(conn, topic_id)))
     return report.as_dict()

@@ -14,11 +14,11 @@ TASK_MODULES = [
     "data_plane.tasks",
 ]
 
-# Members are otherwise evicted only by membership operations on their group (see
-# data_plane.groups), so this bounds how long a silent member's partitions stay stranded: at
-# most its session timeout (30 s by default) plus this. Each run scans group_members once,
-# cheap next to the pulls that update it.
-EVICT_SILENT_MEMBERS_S = 5.0
+# Members are otherwise evicted, and added partitions assigned, only by membership operations on
+# their group (see data_plane.groups), so this bounds how long a silent member's partitions stay
+# stranded (its session timeout, 30 s by default, plus this) and how long added partitions wait
+# for an owner. Each run is one scan of the groups, cheap next to the pulls.
+SWEEP_GROUPS_S = 5.0
 
 
 def create_celery() -> Celery:
@@ -40,11 +40,11 @@ def create_celery() -> Celery:
             "delete-topic-data": {"task": "data_plane.delete_topic_data", "schedule": 60.0},
             "apply-retention": {"task": "data_plane.apply_retention", "schedule": 300.0},
             "collect-orphans": {"task": "data_plane.collect_orphans", "schedule": 600.0},
-            "evict-silent-members": {
-                "task": "data_plane.evict_silent_members",
-                "schedule": EVICT_SILENT_MEMBERS_S,
+            "sweep-groups": {
+                "task": "data_plane.sweep_groups",
+                "schedule": SWEEP_GROUPS_S,
                 # A run queued while no worker was up is superseded by the next one.
-                "options": {"expires": EVICT_SILENT_MEMBERS_S},
+                "options": {"expires": SWEEP_GROUPS_S},
             },
         },
     )

@@ -1,5 +1,6 @@
-"""The periodic eviction task: a silent member loses its partitions even when the survivors
-only pull or stream (and so never run the membership operations that evict lazily)."""
+"""The periodic group sweep: a silent member loses its partitions, and partitions added to a topic
+get owners, even when the members only pull or stream (and so never run the membership
+operations that do both lazily)."""
 
 from __future__ import annotations
 
@@ -134,9 +135,9 @@ def test_a_member_that_only_pulls_gets_the_silent_members_partitions_after_the_t
     # Pulling keeps the puller alive but evicts nobody: the quiet member's partitions are stuck.
     assert api.pull("g", puller["memberId"]) == {}
 
-    report = on_worker("data_plane.evict_silent_members", topic_id=topic_id)
+    report = on_worker("data_plane.sweep_groups", topic_id=topic_id)
 
-    assert report == {"groupsSwept": 1, "membersEvicted": 1}
+    assert report == {"groupsSwept": 1, "membersEvicted": 1, "groupsGrown": 0}
     # Its partitions and its leases (ended by the eviction, not left to the 30 s ack timeout).
     assert api.pull("g", puller["memberId"]) == {p: published[p] for p in stranded}
     described = api.describe("g")
@@ -145,9 +146,9 @@ def test_a_member_that_only_pulls_gets_the_silent_members_partitions_after_the_t
     generation = described["generationId"]
     assert generation > puller["generationId"]
 
-    again = tasks.evict_silent_members(topic_id=topic_id)  # in this process, same code
+    again = tasks.sweep_groups(topic_id=topic_id)  # in this process, same code
 
-    assert again == {"groupsSwept": 0, "membersEvicted": 0}
+    assert again == {"groupsSwept": 0, "membersEvicted": 0, "groupsGrown": 0}
     described = api.describe("g")
     assert described["generationId"] == generation
     assert [p["consumer"] for p in described["partitions"]] == [puller["memberId"]] * 4
@@ -169,7 +170,7 @@ def test_a_group_whose_members_are_alive_is_left_untouched(
     before = api.describe("busy")
     wait_past_session(silent_since)
 
-    report = tasks.evict_silent_members()  # every group, as beat runs it
+    report = tasks.sweep_groups()  # every group, as beat runs it
 
     assert report["groupsSwept"] >= 1 and report["membersEvicted"] >= 1
     after = api.describe("busy")
@@ -243,7 +244,7 @@ def test_a_streaming_survivor_receives_the_silent_members_partitions_at_once(
         wait_past_session(silent_since)
         assert by_partition(received) == mine  # nothing of the silent member's partitions
 
-        assert tasks.evict_silent_members(topic_id=topic_id)["membersEvicted"] == 1
+        assert tasks.sweep_groups(topic_id=topic_id)["membersEvicted"] == 1
 
         # Well inside the stream's 15 s keep-alive: the rebalance's NOTIFY woke it.
         wait_for(lambda: by_partition(received) == published, 5, "the stranded messages")
@@ -258,7 +259,7 @@ def test_a_member_that_only_streams_is_never_evicted_as_silent(
     with streaming(api, streamer) as received:
         time.sleep(4 * QUIET_SESSION_S)  # idle, four sessions long
 
-        assert tasks.evict_silent_members(topic_id=topic_id)["membersEvicted"] == 0
+        assert tasks.sweep_groups(topic_id=topic_id)["membersEvicted"] == 0
 
         published = api.publish_everywhere()
         wait_for(lambda: by_partition(received) == published, 10, "the messages on the stream")
@@ -301,7 +302,7 @@ def test_removing_a_member_whose_ack_is_in_flight_does_not_deadlock(
 
     async def remove(conn: psycopg.AsyncConnection[Any]) -> int:
         if removal == "eviction":
-            return (await groups.evict_silent_members(conn, topic_id)).members_evicted
+            return (await groups.sweep_groups(conn, topic_id)).members_evicted
         async with conn.transaction():
             await groups.leave(conn, environment_id, api.topic, "g", slow["memberId"])
         return 1
@@ -343,3 +344,26 @@ def test_removing_a_member_whose_ack_is_in_flight_does_not_deadlock(
     assert removed == 1
     described = api.describe("g")
     assert [p["consumer"] for p in described["partitions"]] == [other["memberId"]] * 2
+
+
+def test_partitions_added_to_the_topic_reach_a_member_that_only_pulls_after_the_sweep(
+    client: TestClient, org: NewOrganisation, unique: Callable[[str], str]
+) -> None:
+    api = Http(client, org, f"evict.{unique('t')}")
+    topic_id = api.create_topic(partitions=2)
+    puller = api.join("g", "30s")
+    assert puller["assignments"] == [0, 1]
+    grown = client.patch(f"/v1/topics/{api.topic}", json={"partitions": 4}, headers=api.headers)
+    assert grown.status_code == 200, grown.text
+    published = api.publish_everywhere()  # to all four partitions
+    # The puller never heartbeats: nothing has given partitions 2 and 3 an owner yet.
+    assert api.pull("g", puller["memberId"]) == {p: published[p] for p in (0, 1)}
+
+    report = tasks.sweep_groups(topic_id=topic_id)
+
+    assert report == {"groupsSwept": 1, "membersEvicted": 0, "groupsGrown": 1}
+    assert api.pull("g", puller["memberId"]) == {p: published[p] for p in (2, 3)}
+    described = api.describe("g")
+    assert described["generationId"] > puller["generationId"]
+    assert [p["consumer"] for p in described["partitions"]] == [puller["memberId"]] * 4
+    assert tasks.sweep_groups(topic_id=topic_id)["groupsSwept"] == 0

@@ -227,6 +227,16 @@ def test_more_partitions_are_assigned_after_the_topic_grows(
         client.patch(f"/v1/topics/{topic}", json={"partitions": 4}, headers=headers).status_code
         == 200
     )
+    # Published to the new partitions before the group noticed them: not skipped as "latest".
+    published = client.post(
+        f"/v1/topics/{topic}/messages/batch",
+        json={"messages": [{"data": i, "key": f"k{i}"} for i in range(40)]},
+        headers=headers,
+    )
+    assert published.status_code == 201, published.text
+    results = published.json()["results"]
+    on_new = {(r["partition"], r["offset"]) for r in results if r["partition"] >= 2}
+    assert {p for p, _ in on_new} == {2, 3}
     assert heartbeat(client, topic, "g", member["memberId"], headers).json()["shouldRejoin"] is True
     assert join(client, topic, "g", headers, memberId=member["memberId"])["assignments"] == [
         0,
@@ -234,6 +244,12 @@ def test_more_partitions_are_assigned_after_the_topic_grows(
         2,
         3,
     ]
+    pulled = client.post(
+        f"/v1/topics/{topic}/groups/g/members/{member['memberId']}/pull",
+        json={"maxMessages": 100},
+        headers=headers,
+    ).json()["messages"]
+    assert {(m["partition"], m["offset"]) for m in pulled if m["partition"] >= 2} == on_new
 
 
 def test_the_group_list_counts_only_members_within_their_session(

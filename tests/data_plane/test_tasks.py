@@ -187,11 +187,11 @@ def test_the_cleanup_tasks_are_registered_and_scheduled(services: Services) -> N
 def test_silent_members_are_evicted_every_few_seconds(services: Services) -> None:
     app = celery_app()
     app.loader.import_default_modules()
-    assert "data_plane.evict_silent_members" in app.tasks
+    assert "data_plane.sweep_groups" in app.tasks
     (entry,) = [
         entry
         for entry in app.conf.beat_schedule.values()
-        if entry["task"] == "data_plane.evict_silent_members"
+        if entry["task"] == "data_plane.sweep_groups"
     ]
     # Well inside the default 30 s session timeout, so a dead member's partitions move soon.
     assert entry["schedule"] <= 10
