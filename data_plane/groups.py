@@ -213,8 +213,19 @@ async def _rebalance(
     conn: Conn, group_row: dict[str, Any], topic_row: dict[str, Any], force: bool
 ) -> int:
     """Evict the silent, seed new partitions, and reassign if anything changed; returns the generation."""
+    generation, _, _ = await _rebalanced(conn, group_row, topic_row, force)
+    return generation
+
+
+async def _rebalanced(
+    conn: Conn, group_row: dict[str, Any], topic_row: dict[str, Any], force: bool
+) -> tuple[int, list[str], int]:
+    """:func:`_rebalance`, also saying which members it evicted and how many partitions it added."""
     evicted = await _evict_silent(conn, group_row["id"])
-    return await _reassign(conn, group_row, topic_row, force or bool(evicted))
+    seeded = await _seed(conn, group_row, topic_row)
+    if not (force or evicted or seeded):
+        return int(group_row["generation"]), evicted, seeded
+    return await _assign_all(conn, group_row, topic_row), evicted, seeded
 
 
 async def _evict_silent(conn: Conn, group_id: str) -> list[str]:
@@ -232,15 +243,6 @@ async def _remove(conn: Conn, group_id: str, member_ids: list[str]) -> None:
     await conn.execute(q.LOCK_ALL_GROUP_PARTITIONS, params)
     await conn.execute(q.DELETE_MEMBERS, params)
     await _release(conn, group_id, member_ids)
-
-
-async def _reassign(
-    conn: Conn, group_row: dict[str, Any], topic_row: dict[str, Any], force: bool
-) -> int:
-    """Seed new partitions and, if forced or any were seeded, reassign all; returns the generation."""
-    if not (await _seed(conn, group_row, topic_row) or force):
-        return int(group_row["generation"])
-    return await _assign_all(conn, group_row, topic_row)
 
 
 async def _seed(conn: Conn, group_row: dict[str, Any], topic_row: dict[str, Any]) -> int:
@@ -434,11 +436,10 @@ async def _sweep_group(conn: Conn, group_id: str) -> tuple[int, bool]:
     ).fetchone()
     if topic_row is None:  # its topic is being deleted
         return 0, False
-    group, topic = dict(group_row), dict(topic_row)
-    evicted = await _evict_silent(conn, group_id)
-    seeded = await _seed(conn, group, topic)
+    generation, evicted, seeded = await _rebalanced(
+        conn, dict(group_row), dict(topic_row), force=False
+    )
     if evicted or seeded:
-        generation = await _assign_all(conn, group, topic)
         log.info(
             "group_swept", group_id=group_id, evicted=evicted, added=seeded, generation=generation
         )
