@@ -1,10 +1,12 @@
 """The group-commit segment writer: one per API process (DESIGN §4).
 
 Publishes from every tenant and topic wait in one buffer. A flush starts when the earliest
-waiting publish's linger has passed (``express`` topics: 0 ms by default, i.e. at once;
-``standard``: ~150 ms) or the buffer holds ``max_segment_bytes`` — but while a flush uploads
-its object, what arrives waits for that PUT and then goes together in the next flush (group
-commit). It takes everything waiting, encodes ONE segment object with one block per (topic,
+waiting publish is due or the buffer holds ``max_segment_bytes``: a ``standard`` publish after
+its linger (~150 ms), an ``express`` one at once when no flush started within the express
+linger (20 ms by default) and otherwise one linger after the last flush started, so a busy
+process makes at most one express flush per linger (:meth:`SegmentWriter._due_at`). While a
+flush uploads its object, what arrives waits for that PUT and then goes together in the next
+flush (group commit). It takes everything waiting, encodes ONE segment object with one block per (topic,
 partition), PUTs it, and then in ONE PostgreSQL statement (``qc_commit_flush``, its own transaction) reserves the
 offsets (partition rows locked in (topic_id, partition) order), records idempotency keys, inserts
 the object and block index rows and NOTIFYs ``qc_publish``. Only after the commit are the
@@ -30,6 +32,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -70,7 +73,7 @@ class WriterSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WriterSettings:
         """Read and validate."""
-        linger = _int("WRITER_LINGER_MS", 0, 0, 1_000, env)
+        linger = _int("WRITER_LINGER_MS", 20, 0, 1_000, env)
         standard = _int("WRITER_STANDARD_LINGER_MS", 150, 0, 10_000, env)
         if standard < linger:
             raise SettingsError(
@@ -86,7 +89,7 @@ class WriterSettings:
         )
 
     def linger_s(self, latency_class: str) -> float:
-        """How long a publish of ``latency_class`` may wait for company."""
+        """How long a publish of ``latency_class`` may wait for company (see ``_due_at``)."""
         ms = self.standard_linger_ms if latency_class == "standard" else self.linger_ms
         return ms / 1000
 
@@ -226,6 +229,7 @@ class SegmentWriter:
         self._pending: list[_Publish] = []
         self._pending_bytes = 0
         self._deadline: float | None = None
+        self._last_flush_start = -math.inf
         self.flushes_started = 0  # the keyless partitioner moves on with every flush
         self._wakeup = asyncio.Event()
         self._slots = asyncio.Semaphore(MAX_INFLIGHT_FLUSHES)
@@ -266,7 +270,7 @@ class SegmentWriter:
         size = sum(map(entry_size, entries)) if size_bytes is None else size_bytes
         self._pending.append(_Publish(topic, entries, future, size))
         self._pending_bytes += size
-        deadline = time.monotonic() + self.settings.linger_s(topic.latency_class)
+        deadline = self._due_at(topic.latency_class)
         if self._deadline is None or deadline < self._deadline:
             self._deadline = deadline
             self._wakeup.set()
@@ -274,6 +278,21 @@ class SegmentWriter:
         if self._pending_bytes >= OVERLAP_MIN_BYTES:
             self._wakeup.set()
         return await asyncio.shield(future)
+
+    def _due_at(self, latency_class: str) -> float:
+        """When a publish of ``latency_class`` arriving now should be flushed at the latest.
+
+        ``standard`` waits its linger for company: fewer PUTs is the point of that class.
+        ``express`` goes at once when no flush started within the express linger, and
+        otherwise with the next flush, at most one linger after the last one started: an idle
+        writer adds no delay, and a busy one makes at most one flush per linger instead of one
+        per PUT (docs/decisions.md §13: fewer, larger flushes cut the latency under load).
+        """
+        now = time.monotonic()
+        linger_s = self.settings.linger_s(latency_class)
+        if latency_class == "standard":
+            return now + linger_s
+        return max(now, self._last_flush_start + linger_s)
 
     # --- the flush loop ---------------------------------------------------------------------
 
@@ -286,6 +305,7 @@ class SegmentWriter:
             batch, self._pending = self._pending, []
             self.flushes_started += 1
             self._pending_bytes, self._deadline = 0, None
+            self._last_flush_start = time.monotonic()
             task = asyncio.create_task(self._flush(batch))
             self._flushes.add(task)
             self._uploading[task] = time.monotonic()

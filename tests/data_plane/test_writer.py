@@ -39,7 +39,7 @@ FAST = WriterSettings(linger_ms=30, standard_linger_ms=30, max_segment_bytes=8 *
 
 def test_writer_settings_defaults_and_bad_values() -> None:
     defaults = WriterSettings.from_env({})
-    assert (defaults.linger_ms, defaults.standard_linger_ms) == (0, 150)
+    assert (defaults.linger_ms, defaults.standard_linger_ms) == (20, 150)
     assert defaults.max_segment_bytes == 8 * 1024 * 1024
     custom = WriterSettings.from_env(
         {"QUEUECORE_WRITER_LINGER_MS": "5", "QUEUECORE_WRITER_MAX_SEGMENT_BYTES": "1048576"}
@@ -280,6 +280,33 @@ def test_publishes_arriving_during_a_flush_share_the_next_one(
     rows = index_rows(services.database_url, topic.id)
     # The idle writer flushed the first publish alone, at once; the three that came while it
     # was in flight waited for it and went together in one more object.
+    assert [(r["base_offset"], r["count"]) for r in rows] == [(0, 1), (1, 3)]
+
+
+def test_express_flushes_at_once_when_idle_and_at_most_once_per_linger_when_busy(
+    services: Services,
+) -> None:
+    topic = new_topic(services.database_url, partitions=1)
+    linger_s = 2.0  # far longer than any PUT and commit, so the two cases cannot be confused
+    config = WriterSettings(
+        linger_ms=int(linger_s * 1000), standard_linger_ms=2000, max_segment_bytes=8 << 20
+    )
+
+    async def work(writer: SegmentWriter) -> tuple[float, float]:
+        started = time.monotonic()
+        await writer.write(topic, entries(1, 0, "first"))
+        first_s = time.monotonic() - started
+        later = []
+        for i in range(3):  # right after the first flush: within its linger
+            later.append(asyncio.ensure_future(writer.write(topic, entries(1, 0, f"later{i}"))))
+            await asyncio.sleep(0.02)
+        await asyncio.gather(*later)
+        return first_s, time.monotonic() - started
+
+    first_s, later_s = with_writer(work, config=config)
+    assert first_s < linger_s  # the idle writer did not wait for company
+    assert later_s >= linger_s  # the busy one waited one linger from the last flush's start
+    rows = index_rows(services.database_url, topic.id)
     assert [(r["base_offset"], r["count"]) for r in rows] == [(0, 1), (1, 3)]
 
 
