@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from pathlib import Path
 
+import redis
+
+from infra import settings
 from infra.celery_app import celery_app
 from tests.support.services import Services
 
@@ -21,3 +25,24 @@ def test_registered_tasks_include_the_domain_modules(services: Services) -> None
     app = celery_app()
     app.loader.import_default_modules()
     assert "queuecore.ping" in app.tasks
+
+
+# Arguments that make each scheduled task a no-op on the shared test database.
+HARMLESS: dict[str, dict[str, object]] = {
+    "data_plane.delete_topic_data": {"topic_id": "no-such-topic"},
+    "data_plane.sweep_groups": {"topic_id": "no-such-topic"},
+    "data_plane.collect_orphans": {"grace_s": 10**9},
+}
+
+
+def test_scheduled_runs_leave_no_result_in_redis(celery_worker: Path) -> None:
+    app = celery_app()
+    store = redis.Redis.from_url(settings.redis().url)
+    for name, entry in app.conf.beat_schedule.items():
+        sent = app.send_task(
+            entry["task"], kwargs=HARMLESS.get(entry["task"], {}), **entry.get("options", {})
+        )
+        # A task sent after it, with a stored result, shows the worker has taken both.
+        assert app.send_task("queuecore.ping", args=["after"]).get(timeout=30)["token"] == "after"
+        time.sleep(0.5)
+        assert not store.exists(f"celery-task-meta-{sent.id}"), name
