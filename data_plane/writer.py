@@ -3,8 +3,9 @@
 Publishes from every tenant and topic wait in one buffer. A flush starts when the earliest
 waiting publish is due or the buffer holds ``max_segment_bytes``: a ``standard`` publish after
 its linger (~150 ms), an ``express`` one at once when no flush started within the express
-linger (20 ms by default) and otherwise one linger after the last flush started, so a busy
-process makes at most one express flush per linger (:meth:`SegmentWriter._due_at`). While a
+linger (0 ms by default: always at once) and otherwise one linger after the last flush started,
+so a busy process makes at most one express flush per linger (:meth:`SegmentWriter._due_at`,
+docs/decisions.md §13 for when to raise it). While a
 flush uploads its object, what arrives waits for that PUT and then goes together in the next
 flush (group commit). It takes everything waiting, encodes ONE segment object with one block per (topic,
 partition), PUTs it, and then in ONE PostgreSQL statement (``qc_commit_flush``, its own transaction) reserves the
@@ -73,7 +74,7 @@ class WriterSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WriterSettings:
         """Read and validate."""
-        linger = _int("WRITER_LINGER_MS", 20, 0, 1_000, env)
+        linger = _int("WRITER_LINGER_MS", 0, 0, 1_000, env)
         standard = _int("WRITER_STANDARD_LINGER_MS", 150, 0, 10_000, env)
         if standard < linger:
             raise SettingsError(
@@ -286,7 +287,8 @@ class SegmentWriter:
         ``express`` goes at once when no flush started within the express linger, and
         otherwise with the next flush, at most one linger after the last one started: an idle
         writer adds no delay, and a busy one makes at most one flush per linger instead of one
-        per PUT (docs/decisions.md §13: fewer, larger flushes cut the latency under load).
+        per PUT (docs/decisions.md §13: with many producers, fewer and larger flushes cut the
+        latency under load; a producer that waits for each answer pays up to one linger).
         """
         now = time.monotonic()
         linger_s = self.settings.linger_s(latency_class)

@@ -39,7 +39,7 @@ FAST = WriterSettings(linger_ms=30, standard_linger_ms=30, max_segment_bytes=8 *
 
 def test_writer_settings_defaults_and_bad_values() -> None:
     defaults = WriterSettings.from_env({})
-    assert (defaults.linger_ms, defaults.standard_linger_ms) == (20, 150)
+    assert (defaults.linger_ms, defaults.standard_linger_ms) == (0, 150)
     assert defaults.max_segment_bytes == 8 * 1024 * 1024
     custom = WriterSettings.from_env(
         {"QUEUECORE_WRITER_LINGER_MS": "5", "QUEUECORE_WRITER_MAX_SEGMENT_BYTES": "1048576"}
