@@ -105,6 +105,8 @@ async def ack(conn: Conn, ref: GroupRef, ack_ids: list[str]) -> AckOutcome:
                     q.COMMIT_PROGRESS,
                     {"group_id": ref.id, "partitions": sorted(set(plan.partitions.values()))},
                 )
+                # Nothing else to write: the commit rides in the same round trip.
+                await conn.commit()
         stored = {row["lease_id"] for row in await updated.fetchall()}
         for lease_id, ids in plan.acking.items():
             if lease_id in stored:
