@@ -66,7 +66,7 @@ SELECT partition FROM group_partitions WHERE group_id = %(group_id)s ORDER BY pa
 """
 # The periodic sweep's work list: groups of active topics (of one topic, when given) with a
 # member silent past its session timeout, or fewer partitions than their topic (it grew). Scans,
-# on purpose: an index on last_heartbeat_at would cost every pull (TOUCH_PULLER) its HOT update,
+# on purpose: an index on last_heartbeat_at would cost every pull (qc_pull_state) its HOT update,
 # and the tables hold one row per joined consumer and per group partition.
 GROUPS_TO_SWEEP = """
 SELECT g.id FROM consumer_groups g
@@ -148,13 +148,6 @@ UPDATE consumer_groups SET generation = generation + 1, updated_at = now() WHERE
 SELECT_GROUP_FOR_DELIVERY = """
 SELECT g.*, t.delivery FROM consumer_groups g JOIN topics t ON t.id = g.topic_id
 WHERE g.topic_id = %(topic_id)s AND g.name = %(name)s
-"""
-
-LOCK_OWNED_PARTITIONS = """
-SELECT gp.partition, gp.committed_offset, gp.delivered_offset, p.next_offset
-FROM group_partitions gp JOIN partitions p ON p.topic_id = %(topic_id)s AND p.partition = gp.partition
-WHERE gp.group_id = %(group_id)s AND gp.owner_member_id = %(member_id)s
-ORDER BY gp.partition FOR UPDATE OF gp
 """
 
 DUE_REDELIVERIES = """
@@ -275,62 +268,9 @@ RETURNING ack_id, partition
 
 # --- range leases (group_leases): the hot path, statements per request rather than per message --
 
-# On an at-least-once topic a pull's commit does not wait for the WAL flush (decisions §11).
-ASYNC_COMMIT = "SET LOCAL synchronous_commit TO off"
-
-# A pull's first statement: the member is alive (counts as a heartbeat), with the group's current
-# settings and whether its topic is still active, so a cached GroupRef never serves stale config.
-TOUCH_PULLER = """
-UPDATE group_members m SET last_heartbeat_at = now()
-FROM consumer_groups g JOIN topics t ON t.id = g.topic_id
-WHERE m.id = %(member_id)s AND m.group_id = %(group_id)s AND g.id = m.group_id
-RETURNING t.status = 'active' AS active, g.ack_timeout_ms, g.max_in_flight, g.max_retries, g.retry_delay_ms,
-          m.session_timeout_ms
-"""
-
-# After the member's partitions are locked: its unacknowledged deliveries (maxInFlight), the
-# group's partitions with redelivery work due (expired leases of either kind, due retries), and
-# when the next lease of the member's partitions expires or retry becomes due.
+# A pull's first round trip: touch, lock, state and fresh blocks in one statement (migration 0008).
 PULL_STATE = """
-SELECT
-  (SELECT count(*) FROM group_deliveries d
-    WHERE d.group_id = %(group_id)s AND d.member_id = %(member_id)s AND d.state = 'leased' AND d.lease_until > now())
-  + coalesce((SELECT sum(l.open_count) FROM group_leases l
-    WHERE l.group_id = %(group_id)s AND l.member_id = %(member_id)s AND l.open_count > 0 AND l.lease_until > now()), 0)
-    AS in_flight,
-  ARRAY(SELECT d.partition FROM group_deliveries d
-        WHERE d.group_id = %(group_id)s AND d.state = 'leased' AND d.lease_until <= now()
-        UNION SELECT d.partition FROM group_deliveries d
-        WHERE d.group_id = %(group_id)s AND d.state = 'retry' AND d.available_at <= now()
-        UNION SELECT l.partition FROM group_leases l
-        WHERE l.group_id = %(group_id)s AND l.open_count > 0 AND l.lease_until <= now()) AS due_partitions,
-  least(
-    (SELECT min(d.lease_until) FROM group_deliveries d JOIN group_partitions gp USING (group_id, partition)
-      WHERE d.group_id = %(group_id)s AND gp.owner_member_id = %(member_id)s AND d.state = 'leased'),
-    (SELECT min(d.available_at) FROM group_deliveries d JOIN group_partitions gp USING (group_id, partition)
-      WHERE d.group_id = %(group_id)s AND gp.owner_member_id = %(member_id)s AND d.state = 'retry'),
-    (SELECT min(l.lease_until) FROM group_leases l JOIN group_partitions gp USING (group_id, partition)
-      WHERE l.group_id = %(group_id)s AND gp.owner_member_id = %(member_id)s AND l.open_count > 0)
-  ) AS wakeup
-"""
-
-# The index rows of the blocks holding each owned partition's next %(limit)s undelivered offsets
-# (run after LOCK_OWNED_PARTITIONS, so delivered_offset is the locked, current one).
-SELECT_FRESH_BLOCKS = """
-SELECT gp.partition, b.base_offset, b.count, b.object_key, b.byte_offset, b.byte_length
-FROM group_partitions gp
-JOIN partitions p ON p.topic_id = %(topic_id)s AND p.partition = gp.partition
-CROSS JOIN LATERAL (
-  SELECT sb.base_offset, sb.count, sb.object_key, sb.byte_offset, sb.byte_length FROM segment_blocks sb
-  WHERE sb.topic_id = %(topic_id)s AND sb.partition = gp.partition
-    AND sb.base_offset >= coalesce(
-        (SELECT max(s2.base_offset) FROM segment_blocks s2
-         WHERE s2.topic_id = %(topic_id)s AND s2.partition = gp.partition AND s2.base_offset <= gp.delivered_offset),
-        gp.delivered_offset)
-    AND sb.base_offset < least(p.next_offset, gp.delivered_offset + %(limit)s)
-) b
-WHERE gp.group_id = %(group_id)s AND gp.owner_member_id = %(member_id)s AND gp.delivered_offset < p.next_offset
-ORDER BY gp.partition, b.base_offset
+SELECT qc_pull_state(%(group_id)s, %(member_id)s, %(topic_id)s, %(limit)s, %(async_commit)s) AS pulled
 """
 
 # One range lease per partition of a pull, and delivered_offset moved past it, in one statement.

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 from itertools import repeat
 from typing import Any
-
-from psycopg.rows import DictRow
 
 from data_plane import group_queries as q
 from data_plane.delivery.model import Conn, Delivery, GroupRef, Pulled
@@ -27,26 +26,26 @@ async def pull(
 ) -> Pulled:
     """Lease up to ``max_messages`` messages to a member, and commit.
 
-    One round trip touches the member (with the group's current settings), locks its
-    partitions in partition order, reads its in-flight count and due work, and selects the
-    index rows of the fresh offsets; a second records one range lease per partition and
-    commits. On an at-least-once topic the commit does not wait for the WAL flush
-    (docs/decisions.md §11): a lease lost in a database crash is only an early redelivery.
+    One statement (``qc_pull_state``, migration 0008) touches the member (with the group's
+    current settings), locks its partitions in partition order, reads its in-flight count and
+    due work, and selects the index rows of the fresh offsets; a second round trip records one
+    range lease per partition and commits. On an at-least-once topic the commit does not wait
+    for the WAL flush (docs/decisions.md §11): a lease lost in a database crash is only an early
+    redelivery.
     """
     params = {
         "group_id": ref.id,
         "member_id": member_id,
         "topic_id": ref.topic_id,
         "limit": max_messages,
+        "async_commit": not ref.exactly_once,
     }
-    async with conn.pipeline():
-        if not ref.exactly_once:
-            await conn.execute(q.ASYNC_COMMIT)
-        touched = await conn.execute(q.TOUCH_PULLER, params)
-        owned_cur = await conn.execute(q.LOCK_OWNED_PARTITIONS, params)
-        state_cur = await conn.execute(q.PULL_STATE, params)
-        blocks_cur = await conn.execute(q.SELECT_FRESH_BLOCKS, params)
-    settings = await touched.fetchone()
+    async with conn.pipeline():  # with the transaction's BEGIN: one round trip
+        cursor = await conn.execute(q.PULL_STATE, params)
+    row = await cursor.fetchone()
+    assert row is not None
+    found = row["pulled"]
+    settings = found["settings"]
     if settings is None:
         raise MemberNotFound(member_id)
     if not settings["active"]:
@@ -58,10 +57,8 @@ async def pull(
         max_retries=settings["max_retries"],
         retry_delay_ms=settings["retry_delay_ms"],
     )
-    owned = await owned_cur.fetchall()
-    state = await state_cur.fetchone()
-    assert state is not None
-    blocks = _blocks_by_partition(await blocks_cur.fetchall())
+    owned, state = found["owned"], found["state"]
+    blocks = _blocks_by_partition(found["blocks"])
     budget = min(max_messages, ref.max_in_flight - int(state["in_flight"]))
     deliveries, leases = await _take(
         conn, reader, ref, member_id, owned, set(state["due_partitions"]), budget, blocks
@@ -70,20 +67,21 @@ async def pull(
         if leases is not None:
             await conn.execute(q.INSERT_RANGE_LEASES, leases)
         await conn.commit()
+    wakeup = state["wakeup"]
     return Pulled(
         ref,
         deliveries,
         frozenset(r["partition"] for r in owned),
-        state["wakeup"],
+        None if wakeup is None else datetime.fromisoformat(wakeup),
         settings["session_timeout_ms"],
     )
 
 
-def _blocks_by_partition(rows: list[DictRow]) -> dict[int, list[BlockRow]]:
+def _blocks_by_partition(rows: list[list[Any]]) -> dict[int, list[BlockRow]]:
+    """``[partition, base_offset, count, object_key, byte_offset, byte_length]`` rows, by partition."""
     blocks: dict[int, list[BlockRow]] = {}
-    for row in rows:
-        partition = row.pop("partition")
-        blocks.setdefault(partition, []).append(BlockRow(**row))
+    for partition, *fields in rows:
+        blocks.setdefault(partition, []).append(BlockRow(*fields))
     return blocks
 
 
@@ -92,7 +90,7 @@ async def _take(
     reader: SegmentReader,
     ref: GroupRef,
     member_id: str,
-    owned: list[DictRow],
+    owned: list[dict[str, Any]],
     due: set[int],
     budget: int,
     blocks: dict[int, list[BlockRow]],
