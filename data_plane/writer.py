@@ -4,11 +4,10 @@ Publishes from every tenant and topic wait in one buffer. A flush starts when th
 waiting publish is due or the buffer holds ``max_segment_bytes``: a ``standard`` publish after
 its linger (~150 ms), an ``express`` one at once when no flush started within the express
 linger (0 ms by default: always at once) and otherwise one linger after the last flush started,
-so a busy process makes at most one express flush per linger (:meth:`SegmentWriter._due_at`,
-docs/decisions.md §13 for when to raise it). While a
-flush uploads its object, what arrives waits for that PUT and then goes together in the next
-flush (group commit). It takes everything waiting, encodes ONE segment object with one block per (topic,
-partition), PUTs it, and then in ONE PostgreSQL statement (``qc_commit_flush``, its own transaction) reserves the
+so a busy process makes at most one express flush per linger (:meth:`SegmentWriter._due_at`;
+docs/decisions.md §13 says when to raise it). While a flush uploads its object, what arrives
+waits for that PUT and then goes together in the next flush (group commit). It takes everything
+waiting, encodes ONE segment object with one block per (topic, partition), PUTs it, and then in ONE PostgreSQL statement (``qc_commit_flush``, its own transaction) reserves the
 offsets (partition rows locked in (topic_id, partition) order), records idempotency keys, inserts
 the object and block index rows and NOTIFYs ``qc_publish``. Only after the commit are the
 publishes answered. A failed PUT or commit fails every publish of the flush with 503 and

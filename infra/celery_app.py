@@ -36,33 +36,23 @@ def create_celery() -> Celery:
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
         timezone="UTC",
-        # Nobody reads a scheduled run's result (the tasks log their reports), so none is
-        # stored: the 5 s group sweep alone would keep ~720 result keys in Redis.
         beat_schedule={
-            "delete-topic-data": {
-                "task": "data_plane.delete_topic_data",
-                "schedule": 60.0,
-                "options": {"ignore_result": True},
-            },
-            "apply-retention": {
-                "task": "data_plane.apply_retention",
-                "schedule": 300.0,
-                "options": {"ignore_result": True},
-            },
-            "collect-orphans": {
-                "task": "data_plane.collect_orphans",
-                "schedule": 600.0,
-                "options": {"ignore_result": True},
-            },
-            "sweep-groups": {
-                "task": "data_plane.sweep_groups",
-                "schedule": SWEEP_GROUPS_S,
-                # A run queued while no worker was up is superseded by the next one.
-                "options": {"expires": SWEEP_GROUPS_S, "ignore_result": True},
-            },
+            "delete-topic-data": _scheduled("data_plane.delete_topic_data", 60.0),
+            "apply-retention": _scheduled("data_plane.apply_retention", 300.0),
+            "collect-orphans": _scheduled("data_plane.collect_orphans", 600.0),
+            # A run queued while no worker was up is superseded by the next one.
+            "sweep-groups": _scheduled(
+                "data_plane.sweep_groups", SWEEP_GROUPS_S, expires=SWEEP_GROUPS_S
+            ),
         },
     )
     return app
+
+
+def _scheduled(task: str, every_s: float, **options: Any) -> dict[str, Any]:
+    """A beat entry. Nobody reads a scheduled run's result (the tasks log their reports), so
+    none is stored: the 5 s group sweep alone would keep ~720 result keys in Redis."""
+    return {"task": task, "schedule": every_s, "options": {"ignore_result": True, **options}}
 
 
 @functools.cache
