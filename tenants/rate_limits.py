@@ -1,10 +1,13 @@
 """Per-key request rates: a sliding one-second window in Redis, shared by every API replica.
 
-One Lua script per request reads the organisation's effective limits (kept in Redis, filled
-from PostgreSQL on a miss) and counts the request in the sorted set of the key's requests of the
-last second, atomically. Changing a tier rewrites the limits in Redis (:func:`publish_limits`),
-so every replica applies it on its next request. When Redis is unreachable each process falls
-back to the same window in memory at the same limits (docs/decisions.md §5).
+One Lua script reads the organisation's effective limits (kept in Redis, filled from PostgreSQL
+on a miss) and counts requests in the sorted set of the key's requests of the last second,
+atomically. A replica reserves slots in that window for the requests waiting on it and, when a
+key is busy, for the ones it expects within :data:`LEASE_S`; it spends them locally, so a busy
+key costs a few round trips a second instead of one per request (docs/decisions.md §5).
+Changing a tier rewrites the limits in Redis (:func:`publish_limits`), so every replica applies
+it from its next reservation. When Redis is unreachable each process falls back to the same
+window in memory at the same limits.
 """
 
 from __future__ import annotations
@@ -39,9 +42,17 @@ REDIS_TIMEOUT_S = 0.5
 LOCAL_LIMITS_TTL_S = 2.0
 MAX_LOCAL_BUCKETS = 100_000
 
+# A replica spends the slots it reserved ahead within this long; unspent ones are dropped.
+LEASE_S = 0.1
+# It reserves ahead at most this share of a key's limit (so small limits are never reserved
+# ahead, and a replica can strand at most 1/20 of a busy key's budget for a second).
+PREFETCH_SHARE = 20
+MAX_RESERVE = 1000  # slots per reservation (the script adds them 200 per ZADD)
+
 # KEYS[1] the organisation's limits ("publish consume admin"), KEYS[2] this key's window (zset).
-# ARGV: category index (1-3), window ms, unique member suffix, limits to store on a miss ('' =
-# report the miss as -1), limits TTL s. Returns {allowed, limit, remaining, reset_ms}.
+# ARGV: category index (1-3), window ms, unique member prefix, limits to store on a miss ('' =
+# report the miss as -1), limits TTL s, slots wanted. Adds as many of the wanted slots as fit
+# under the limit; returns {granted, limit, remaining, reset_ms}.
 SLIDING_WINDOW_LUA = """
 local limits = redis.call('GET', KEYS[1])
 if not limits then
@@ -60,12 +71,19 @@ local window_ms = tonumber(ARGV[2])
 local window_us = window_ms * 1000
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%.0f', now_us - window_us))
 local count = redis.call('ZCARD', KEYS[2])
-local allowed = 0
-if count < limit then
-  allowed = 1
-  count = count + 1
+local granted = math.max(math.min(tonumber(ARGV[6]), limit - count), 0)
+if granted > 0 then
   local score = string.format('%.0f', now_us)
-  redis.call('ZADD', KEYS[2], score, score .. ':' .. ARGV[3])
+  local member = score .. ':' .. ARGV[3] .. ':'
+  for first = 1, granted, 200 do
+    local pairs = {}
+    for i = first, math.min(first + 199, granted) do
+      pairs[#pairs + 1] = score
+      pairs[#pairs + 1] = member .. i
+    end
+    redis.call('ZADD', KEYS[2], unpack(pairs))
+  end
+  count = count + granted
   redis.call('PEXPIRE', KEYS[2], window_ms)
 end
 local reset_ms = window_ms
@@ -73,7 +91,7 @@ local oldest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 if oldest[2] then
   reset_ms = math.ceil((tonumber(oldest[2]) + window_us - now_us) / 1000)
 end
-return {allowed, limit, math.max(limit - count, 0), reset_ms}
+return {granted, limit, math.max(limit - count, 0), reset_ms}
 """
 
 LimitsLoader = Callable[[str], Awaitable[Limits]]
@@ -179,6 +197,46 @@ class _RedisDown(Exception):
     """Redis did not answer the limiter in time; the cause is chained."""
 
 
+@dataclass(eq=False, slots=True)
+class _Reservation:
+    """What one script call said about the window, besides the slots it granted."""
+
+    limit: int
+    remaining: int  # in Redis's window right after the grant
+    reset_at: float  # clock time at which the oldest counted request leaves the window
+
+
+@dataclass(eq=False, slots=True)
+class _Bucket:
+    """This replica's share of one key's window in one category."""
+
+    slots: int = 0  # reserved in Redis, not spent yet
+    spend_by: float = 0.0  # slots not spent by then are dropped
+    last: _Reservation | None = None
+    pending: asyncio.Future[_Reservation] | None = None  # the reservation in flight
+    waiting: int = 0  # requests waiting for it
+    hits: int = 0  # requests since the last reservation started
+    since: float = 0.0  # when it started
+
+    def take(self, now: float) -> Decision | None:
+        """Spend a slot if one is left and fresh: the allowed decision."""
+        last = self.last
+        if self.slots <= 0 or now >= self.spend_by or last is None:
+            return None
+        self.slots -= 1
+        return Decision(
+            True, last.limit, last.remaining + self.slots, _ms_until(last.reset_at, now)
+        )
+
+    def wanted(self, now: float) -> int:
+        """Slots to reserve: one per waiting request, plus the demand expected in LEASE_S."""
+        rate = self.hits / (now - self.since) if now > self.since else 0.0
+        share = self.last.limit // PREFETCH_SHARE if self.last is not None else 0
+        ahead = min(share, int(rate * LEASE_S))
+        self.hits, self.since = 0, now
+        return min(self.waiting + (ahead if ahead >= 2 else 0), MAX_RESERVE)
+
+
 class RateLimiter:
     """Counts requests per API key and category; Redis first, this process's memory if it fails."""
 
@@ -194,6 +252,7 @@ class RateLimiter:
         self._local = LocalWindow(clock=clock)
         self._local_limits: dict[str, tuple[float, Limits]] = {}
         self._loading: dict[str, asyncio.Future[Limits]] = {}
+        self._buckets: dict[tuple[str, str, Category], _Bucket] = {}
         self._outage = RedisOutage(
             "rate_limit", "per-process in-memory limits", log, retry_s=REDIS_RETRY_S, clock=clock
         )
@@ -207,17 +266,30 @@ class RateLimiter:
 
     async def hit(self, organisation_id: str, key_id: str, category: Category) -> Decision:
         """Count the request if it fits, and say whether it did."""
+        bucket = self._bucket(organisation_id, key_id, category)
+        bucket.hits += 1
+        decision = bucket.take(self._clock())
+        if decision is not None:
+            return decision
         if not self._outage.skip():
-            decision = await self._try_redis(organisation_id, key_id, category)
+            decision = await self._try_redis(bucket, organisation_id, key_id, category)
             if decision is not None:
                 return decision
         return await self._hit_local(organisation_id, key_id, category)
 
+    def _bucket(self, organisation_id: str, key_id: str, category: Category) -> _Bucket:
+        bucket = self._buckets.get((organisation_id, key_id, category))
+        if bucket is None:
+            if len(self._buckets) >= MAX_LOCAL_BUCKETS:
+                self._buckets = {k: b for k, b in self._buckets.items() if b.pending is not None}
+            bucket = self._buckets[(organisation_id, key_id, category)] = _Bucket()
+        return bucket
+
     async def _try_redis(
-        self, organisation_id: str, key_id: str, category: Category
+        self, bucket: _Bucket, organisation_id: str, key_id: str, category: Category
     ) -> Decision | None:
         try:
-            decision = await self._hit_redis(organisation_id, key_id, category)
+            decision = await self._wait_for_slot(bucket, organisation_id, key_id, category)
         except _RedisDown as exc:
             self._outage.failed(exc.__cause__ or exc)
             return None
@@ -225,18 +297,63 @@ class RateLimiter:
             self._local_limits.clear()
         return decision
 
-    async def _hit_redis(self, organisation_id: str, key_id: str, category: Category) -> Decision:
-        keys = [limits_key(organisation_id), window_key(organisation_id, key_id, category)]
-        reply = await self._eval(keys, category, "")
-        if int(reply[0]) < 0:
-            limits = await self._recent_limits(organisation_id)
-            reply = await self._eval(keys, category, encode_limits(limits))
-        allowed, limit, remaining, reset_ms = (int(v) for v in reply)
-        return Decision(allowed == 1, limit, remaining, reset_ms)
+    async def _wait_for_slot(
+        self, bucket: _Bucket, organisation_id: str, key_id: str, category: Category
+    ) -> Decision:
+        """Join the bucket's next reservation; a slot of it, or its refusal when it ran short.
 
-    async def _eval(self, keys: list[str], category: Category, limits: str) -> list[Any]:
+        Requests that arrive while a reservation is in flight wait for the one after it, which
+        reserves a slot for each of them: a burst costs a few script calls, not one each.
+        """
+        while True:
+            if bucket.pending is None:
+                bucket.pending = asyncio.ensure_future(
+                    self._reserve(bucket, organisation_id, key_id, category)
+                )
+            pending = bucket.pending
+            bucket.waiting += 1
+            try:
+                reservation = await asyncio.shield(pending)
+            finally:
+                bucket.waiting -= 1
+            now = self._clock()
+            decision = bucket.take(now)
+            if decision is not None:
+                return decision
+            if reservation.remaining == 0:  # the window is full: refused, and not counted
+                return Decision(False, reservation.limit, 0, _ms_until(reservation.reset_at, now))
+
+    async def _reserve(
+        self, bucket: _Bucket, organisation_id: str, key_id: str, category: Category
+    ) -> _Reservation:
+        try:
+            await asyncio.sleep(0)  # requests arriving in this pass of the loop join it
+            wanted = bucket.wanted(self._clock())
+            keys = [limits_key(organisation_id), window_key(organisation_id, key_id, category)]
+            reply = await self._eval(keys, category, "", wanted)
+            if int(reply[0]) < 0:
+                limits = await self._recent_limits(organisation_id)
+                reply = await self._eval(keys, category, encode_limits(limits), wanted)
+            granted, limit, remaining, reset_ms = (int(v) for v in reply)
+            now = self._clock()
+            reservation = _Reservation(limit, remaining, now + reset_ms / 1000)
+            bucket.slots, bucket.spend_by, bucket.last = granted, now + LEASE_S, reservation
+            return reservation
+        finally:
+            bucket.pending = None
+
+    async def _eval(
+        self, keys: list[str], category: Category, limits: str, wanted: int
+    ) -> list[Any]:
         index = CATEGORIES.index(category) + 1
-        args: list[str | int] = [index, WINDOW_MS, secrets.token_hex(6), limits, LIMITS_TTL_S]
+        args: list[str | int] = [
+            index,
+            WINDOW_MS,
+            secrets.token_hex(6),
+            limits,
+            LIMITS_TTL_S,
+            wanted,
+        ]
         try:
             async with asyncio.timeout(REDIS_TIMEOUT_S):
                 reply = await self._script(keys, args)
@@ -272,3 +389,7 @@ class RateLimiter:
             self._local_limits.clear()
         self._local_limits[organisation_id] = (self._clock() + LOCAL_LIMITS_TTL_S, limits)
         return limits
+
+
+def _ms_until(moment: float, now: float) -> int:
+    return max(math.ceil((moment - now) * 1000), 0)

@@ -131,6 +131,88 @@ def test_rate_limit_keys_are_namespaced_and_expire(services: Services) -> None:
         client.close()
 
 
+class _CountingPipe(RedisPipe):
+    """The real pipelined connection, counting the script calls made through it."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.scripts = 0
+
+    async def call(self, *args: bytes | str | int) -> Any:
+        if args and args[0] in ("EVALSHA", "EVAL"):
+            self.scripts += 1
+        return await super().call(*args)
+
+
+def _busy_key_rounds(
+    services: Services, org: NewOrganisation, limiters: int, rounds: int, per_round: int
+) -> tuple[list[rate_limits.Decision], int]:
+    """``rounds`` back-to-back bursts of ``per_round`` publish hits, spread over ``limiters``
+    limiters (as over replicas), each on its own connection; the decisions and script calls."""
+
+    async def load(organisation_id: str) -> Limits:
+        return await _org_limits(services.database_url, organisation_id)
+
+    async def go() -> tuple[list[rate_limits.Decision], int]:
+        pipes = [_CountingPipe(services.redis_url) for _ in range(limiters)]
+        try:
+            each = [RateLimiter(pipe, load) for pipe in pipes]
+            key_id = org.keys["production"].key.id
+            decisions: list[rate_limits.Decision] = []
+            for _ in range(rounds):
+                decisions += await asyncio.gather(
+                    *(
+                        each[i % limiters].hit(org.organisation.id, key_id, "publish")
+                        for i in range(per_round)
+                    )
+                )
+            return decisions, sum(pipe.scripts for pipe in pipes)
+        finally:
+            for pipe in pipes:
+                await pipe.close()
+
+    return asyncio.run(go())
+
+
+def _custom_publish_limit(services: Services, per_s: int) -> NewOrganisation:
+    org = new_organisation(services.database_url, tier="enterprise")
+    run_in_tx(
+        services.database_url,
+        lambda conn: tenants.set_tier(
+            conn, org.organisation.id, "enterprise", {"publish_per_s": per_s}
+        ),
+    )
+    return org
+
+
+def test_a_busy_key_is_counted_with_a_few_script_calls_not_one_per_request(
+    services: Services,
+) -> None:
+    org = _custom_publish_limit(services, 100_000)
+    decisions, scripts = _busy_key_rounds(services, org, 1, rounds=50, per_round=20)
+    assert all(d.allowed for d in decisions)
+    assert scripts <= 100, scripts  # 1,000 requests; one call per request before slots were leased
+    client = sync_redis.Redis.from_url(services.redis_url)
+    try:
+        window = rate_limits.window_key(
+            org.organisation.id, org.keys["production"].key.id, "publish"
+        )
+        assert client.zcard(window) >= 1000  # every admitted request is in the shared window
+    finally:
+        client.close()
+
+
+def test_slots_reserved_ahead_never_let_a_busy_key_past_its_limit(services: Services) -> None:
+    org = _custom_publish_limit(services, 200)
+    decisions, _ = _busy_key_rounds(services, org, 2, rounds=15, per_round=40)
+    allowed = sum(d.allowed for d in decisions)
+    # 600 requests in well under a second (a few dozen script calls): at most the limit, and at most one
+    # reserve-ahead share (limit / PREFETCH_SHARE) per replica left unspent
+    assert 200 - 2 * (200 // rate_limits.PREFETCH_SHARE) <= allowed <= 200, allowed
+    refused = [d for d in decisions if not d.allowed]
+    assert refused and all(d.remaining == 0 and d.retry_after_s >= 1 for d in refused)
+
+
 # --- two real API processes sharing one budget ------------------------------------------------
 
 
