@@ -226,12 +226,18 @@ async def _fresh_ref(
 
 
 async def _pull_once(
-    request: Request[Any, Any, Any], ref: GroupRef, member_id: str, limit: int
+    request: Request[Any, Any, Any],
+    ref: GroupRef,
+    member_id: str,
+    limit: int,
+    previous: Pulled | None = None,
 ) -> Pulled:
+    """One pull; ``previous``, the member's last pull in this request, says what it owned."""
     reader = segment_reader(request.app)
+    owned = None if previous is None else len(previous.partitions)
     async with resources_of(request.app).db.connection() as conn:
         try:
-            return await delivery.pull(conn, reader, ref, member_id, limit)
+            return await delivery.pull(conn, reader, ref, member_id, limit, owned)
         except (MemberNotFound, GroupTopicNotFound):
             fresh = await _fresh_ref(conn, request, ref)
             if fresh.id == ref.id:
@@ -272,10 +278,11 @@ class ConsumeController(Controller):
         deadline = loop.time() + data.wait_ms / 1000
         ref = await _group_ref(request, topic, group)
         # Registered before each pull, so a publish while it runs is not missed.
+        pulled: Pulled | None = None
         with listener_of(request.app).watch(ref.topic_id) as watch:
             while True:
                 watch.event.clear()
-                pulled = await _pull_once(request, ref, member_id, data.max_messages)
+                pulled = await _pull_once(request, ref, member_id, data.max_messages, pulled)
                 ref, watch.partitions = pulled.ref, pulled.partitions
                 remaining = deadline - loop.time()
                 if pulled.deliveries or remaining <= 0:
@@ -418,7 +425,7 @@ async def _events(
                     await watch.wait(_wait_s(pulled, KEEPALIVE_S))
                 look_again = False
                 watch.event.clear()
-                pulled = await _pull_once(request, pulled.ref, member_id, STREAM_BATCH)
+                pulled = await _pull_once(request, pulled.ref, member_id, STREAM_BATCH, pulled)
                 watch.partitions = pulled.partitions
             except QueueCoreError as exc:
                 yield _error_event(exc.code, exc.message)

@@ -66,7 +66,7 @@ SELECT partition FROM group_partitions WHERE group_id = %(group_id)s ORDER BY pa
 """
 # The periodic sweep's work list: groups of active topics (of one topic, when given) with a
 # member silent past its session timeout, or fewer partitions than their topic (it grew). Scans,
-# on purpose: an index on last_heartbeat_at would cost every pull (qc_pull_state) its HOT update,
+# on purpose: an index on last_heartbeat_at would cost every pull (qc_pull) its HOT update,
 # and the tables hold one row per joined consumer and per group partition.
 GROUPS_TO_SWEEP = """
 SELECT g.id FROM consumer_groups g
@@ -268,9 +268,24 @@ RETURNING ack_id, partition
 
 # --- range leases (group_leases): the hot path, statements per request rather than per message --
 
-# A pull's first round trip: touch, lock, state and fresh blocks in one statement (migration 0008).
-PULL_STATE = """
-SELECT qc_pull_state(%(group_id)s, %(member_id)s, %(topic_id)s, %(limit)s, %(async_commit)s) AS pulled
+# A pull in one statement (migration 0009): touch, lock, state and fresh blocks, and, when no
+# redelivery is due on the member's partitions, the fresh offsets leased with these lease ids.
+PULL = """
+SELECT qc_pull(%(group_id)s, %(member_id)s, %(topic_id)s, %(limit)s, %(async_commit)s,
+               %(lease_ids)s::text[]) AS pulled
+"""
+
+# A pull's own range leases whose messages it could not read, ended now so that the next pull
+# of their partitions redelivers them. Partitions first, in partition order, as pulls and acks
+# lock them.
+EXPIRE_RANGE_LEASES = """
+WITH locked AS (
+  SELECT partition FROM group_partitions
+  WHERE group_id = %(group_id)s AND partition = ANY(%(partitions)s) ORDER BY partition FOR UPDATE
+)
+UPDATE group_leases SET lease_until = now()
+WHERE group_id = %(group_id)s AND lease_id = ANY(%(lease_ids)s) AND lease_until > now()
+  AND partition IN (SELECT partition FROM locked)
 """
 
 # One range lease per partition of a pull, and delivered_offset moved past it, in one statement.

@@ -35,7 +35,7 @@ import json
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -47,7 +47,7 @@ import psycopg_pool
 from data_plane import queries as q
 from data_plane.errors import PublishUnavailable, TopicNotFound
 from data_plane.segment import BlockRef, Message, SegmentBuilder
-from infra.db import AsyncPool
+from infra.db import AsyncPool, autocommit
 from infra.object_store import ObjectStore
 from infra.settings import PREFIX, SettingsError, _int
 from observability.logging import get_logger
@@ -412,7 +412,7 @@ class SegmentWriter:
         # One statement in autocommit mode: one round trip, and the partition locks are held
         # only while the server runs it (see infra/migrations/0007_commit_flush.sql).
         params = _commit_params(key, size, refs, layout)
-        async with self.pool.connection() as conn, _autocommit(conn):
+        async with self.pool.connection() as conn, autocommit(conn):
             try:
                 rows = await (await conn.execute(q.COMMIT_FLUSH, params)).fetchall()
             except psycopg.Error as exc:
@@ -457,17 +457,6 @@ class SegmentWriter:
 
 
 # --- the commit statement --------------------------------------------------------------------
-
-
-@contextlib.asynccontextmanager
-async def _autocommit(conn: Any) -> AsyncIterator[None]:
-    """Autocommit for one statement on a pooled connection, then the pool's default back."""
-    await conn.set_autocommit(True)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(psycopg.Error):
-            await conn.set_autocommit(False)
 
 
 def _commit_params(key: str, size: int, refs: list[BlockRef], layout: _Layout) -> dict[str, Any]:

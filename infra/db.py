@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
@@ -48,3 +50,16 @@ def async_pool(settings: DatabaseSettings, name: str) -> AsyncPool:
         timeout=5,
         reconnect_timeout=0,
     )
+
+
+@contextlib.asynccontextmanager
+async def autocommit(conn: AsyncConnection[Any]) -> AsyncIterator[None]:
+    """Autocommit on a pooled connection (each statement its own transaction, no ``BEGIN`` or
+    ``COMMIT`` round trips), then its previous mode back. The connection must be idle."""
+    previous = conn.autocommit
+    await conn.set_autocommit(True)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            await conn.set_autocommit(previous)

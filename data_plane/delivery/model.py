@@ -58,6 +58,7 @@ class GroupRef:
     max_in_flight: int
     max_retries: int
     retry_delay_ms: int
+    partitions: int  # the topic's, when looked up: lease ids a pull sends when it knows no better
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,7 @@ async def group_ref(conn: Conn, environment_id: str, topic: str, group: str) -> 
         max_in_flight=row["max_in_flight"],
         max_retries=row["max_retries"],
         retry_delay_ms=row["retry_delay_ms"],
+        partitions=topic_row["partitions"],
     )
 
 

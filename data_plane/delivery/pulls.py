@@ -1,11 +1,23 @@
-"""Pulls: due redeliveries first, then fresh offsets leased as one range per partition."""
+"""Pulls: due redeliveries first, then fresh offsets leased as one range per partition.
+
+The common pull, with no redelivery due on the member's partitions, is ONE statement in
+autocommit mode (``qc_pull``, migration 0009): one round trip to PostgreSQL, its commit included,
+and the messages are read after it. A pull with redeliveries due is one transaction as before:
+the state, the redeliveries and fresh offsets planned and read here, the leases with the commit.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import datetime
 from itertools import repeat
 from typing import Any
+
+import psycopg
+from psycopg import AsyncCursor
+from psycopg.pq import TransactionStatus
+from psycopg.rows import DictRow
 
 from data_plane import group_queries as q
 from data_plane.delivery.model import Conn, Delivery, GroupRef, Pulled
@@ -19,44 +31,166 @@ from data_plane.delivery.store import (
 from data_plane.groups import GroupTopicNotFound, MemberNotFound
 from data_plane.leases import new_lease_id, range_ack_ids
 from data_plane.reader import BlockRow, SegmentReader
+from data_plane.segment import Message
+from infra.db import autocommit
+from observability.logging import get_logger
+
+log = get_logger("queuecore.delivery")
 
 
 async def pull(
-    conn: Conn, reader: SegmentReader, ref: GroupRef, member_id: str, max_messages: int
+    conn: Conn,
+    reader: SegmentReader,
+    ref: GroupRef,
+    member_id: str,
+    max_messages: int,
+    owned: int | None = None,
 ) -> Pulled:
     """Lease up to ``max_messages`` messages to a member, and commit.
 
-    One statement (``qc_pull_state``, migration 0008) touches the member (with the group's
-    current settings), locks its partitions in partition order, reads its in-flight count and
-    due work, and selects the index rows of the fresh offsets; a second round trip records one
-    range lease per partition and commits. On an at-least-once topic the commit does not wait
-    for the WAL flush (docs/decisions.md §11): a lease lost in a database crash is only an early
-    redelivery.
+    One statement (``qc_pull``, migration 0009) touches the member (with the group's current
+    settings), locks its partitions in partition order, reads its in-flight count and due work,
+    selects the index rows of the fresh offsets and, when none of its partitions has redelivery
+    work due, leases those offsets, one range per partition, and commits: one round trip. The
+    messages are read afterwards (:func:`_read_leased`). With redeliveries due it leases nothing
+    and the pull runs as one transaction instead (:func:`_pull_in_transaction`). On an
+    at-least-once topic the commit does not wait for the WAL flush (docs/decisions.md §11).
+
+    ``owned`` is how many partitions the member owned at its previous pull, if known (else the
+    topic's partition count is used): the statement gets that many lease ids, at most
+    ``max_messages``, since each lease holds at least one message. A member that gained
+    partitions since gets the rest in a second statement. A pull is its own transaction: what
+    the caller left open on ``conn`` is committed first.
     """
-    params = {
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        await conn.commit()
+    slots = min(max_messages, ref.partitions if owned is None else owned)
+    async with autocommit(conn):
+        lease_ids = [new_lease_id() for _ in range(slots)]
+        found = await _found(
+            await conn.execute(q.PULL, _pull_params(ref, member_id, max_messages, lease_ids))
+        )
+        ref = _with_settings(ref, member_id, found["settings"])
+        leases = found["leases"]
+        deliveries = [] if leases is None else await _read_leased(conn, reader, ref, found)
+    if leases is None:
+        return await _pull_in_transaction(conn, reader, ref, member_id, max_messages)
+    pulled = _pulled(ref, found, deliveries)
+    if not found["starved"]:
+        return pulled
+    more = await pull(
+        conn, reader, ref, member_id, max_messages - len(deliveries), len(pulled.partitions)
+    )
+    return replace(more, deliveries=deliveries + more.deliveries)
+
+
+def _pull_params(ref: GroupRef, member_id: str, limit: int, lease_ids: list[str]) -> dict[str, Any]:
+    """The arguments of ``qc_pull``."""
+    return {
         "group_id": ref.id,
         "member_id": member_id,
         "topic_id": ref.topic_id,
-        "limit": max_messages,
+        "limit": limit,
         "async_commit": not ref.exactly_once,
+        "lease_ids": lease_ids,
     }
-    async with conn.pipeline():  # with the transaction's BEGIN: one round trip
-        cursor = await conn.execute(q.PULL_STATE, params)
+
+
+async def _found(cursor: AsyncCursor[DictRow]) -> dict[str, Any]:
+    """``qc_pull``'s result (see migration 0009 for its shape)."""
     row = await cursor.fetchone()
     assert row is not None
-    found = row["pulled"]
-    settings = found["settings"]
+    found: dict[str, Any] = row["pulled"]
+    return found
+
+
+def _with_settings(ref: GroupRef, member_id: str, settings: dict[str, Any] | None) -> GroupRef:
+    """``ref`` with the group's settings as the pull read them; a gone member or topic is an error."""
     if settings is None:
         raise MemberNotFound(member_id)
     if not settings["active"]:
         raise GroupTopicNotFound(ref.topic)
-    ref = replace(
+    return replace(
         ref,
         ack_timeout_s=settings["ack_timeout_ms"] / 1000,
         max_in_flight=settings["max_in_flight"],
         max_retries=settings["max_retries"],
         retry_delay_ms=settings["retry_delay_ms"],
     )
+
+
+def _pulled(ref: GroupRef, found: dict[str, Any], deliveries: list[Delivery]) -> Pulled:
+    """What the caller gets: the deliveries, and what it needs to wait for more."""
+    wakeup = found["state"]["wakeup"]
+    return Pulled(
+        ref,
+        deliveries,
+        frozenset(r["partition"] for r in found["owned"]),
+        None if wakeup is None else datetime.fromisoformat(wakeup),
+        found["settings"]["session_timeout_ms"],
+    )
+
+
+async def _read_leased(
+    conn: Conn, reader: SegmentReader, ref: GroupRef, found: dict[str, Any]
+) -> list[Delivery]:
+    """The messages of the range leases ``qc_pull`` made (and committed).
+
+    The leases exist before their messages are read, so a read that fails, or comes back with
+    fewer messages than its lease holds, must not leave the offsets leased to a consumer that
+    never got them until the ack timeout: those leases are expired at once, and the next pull
+    of their partitions hands them over and redelivers them through the usual expiry path
+    (:func:`_redeliver`). That redelivery is ``attempt`` 2, as after any expiry (with
+    ``maxRetries`` 0 it dead-letters them), and a message whose data is gone is dead-lettered.
+    A failed read fails the pull, so every lease of the pull is expired, and the error raised.
+    """
+    blocks = _blocks_by_partition(found["blocks"])
+    deliveries: list[Delivery] = []
+    unread: list[list[Any]] = []
+    try:
+        for lease in found["leases"]:
+            partition, lease_id, first, last = lease
+            messages = await reader.read_blocks(
+                conn, ref.topic_id, partition, blocks.get(partition, []), first, last + 1
+            )
+            if len(messages) == last - first + 1:
+                deliveries += _range_deliveries(partition, lease_id, first, messages)
+            else:
+                unread.append(lease)
+    except (Exception, asyncio.CancelledError):
+        await _expire(conn, ref, found["leases"])
+        raise
+    if unread:
+        await _expire(conn, ref, unread)
+    return deliveries
+
+
+async def _expire(conn: Conn, ref: GroupRef, leases: list[list[Any]]) -> None:
+    """End these leases of the pull now. Should that fail too, they end at their ack timeout."""
+    params = {
+        "group_id": ref.id,
+        "partitions": [lease[0] for lease in leases],
+        "lease_ids": [lease[1] for lease in leases],
+    }
+    try:
+        await conn.execute(q.EXPIRE_RANGE_LEASES, params)
+    except psycopg.Error as exc:
+        log.warning("pull_lease_expiry_failed", group_id=ref.id, error=type(exc).__name__)
+
+
+async def _pull_in_transaction(
+    conn: Conn, reader: SegmentReader, ref: GroupRef, member_id: str, max_messages: int
+) -> Pulled:
+    """The pull as one transaction, when redeliveries are due.
+
+    ``qc_pull`` with no lease ids (it leases nothing) goes with the transaction's ``BEGIN``;
+    the redeliveries and fresh offsets are planned and read here (:func:`_take`); the range
+    leases go with the ``COMMIT``. The partitions stay locked until the commit.
+    """
+    async with conn.pipeline():  # with the transaction's BEGIN: one round trip
+        cursor = await conn.execute(q.PULL, _pull_params(ref, member_id, max_messages, []))
+    found = await _found(cursor)
+    ref = _with_settings(ref, member_id, found["settings"])
     owned, state = found["owned"], found["state"]
     blocks = _blocks_by_partition(found["blocks"])
     budget = min(max_messages, ref.max_in_flight - int(state["in_flight"]))
@@ -67,14 +201,7 @@ async def pull(
         if leases is not None:
             await conn.execute(q.INSERT_RANGE_LEASES, leases)
         await conn.commit()
-    wakeup = state["wakeup"]
-    return Pulled(
-        ref,
-        deliveries,
-        frozenset(r["partition"] for r in owned),
-        None if wakeup is None else datetime.fromisoformat(wakeup),
-        settings["session_timeout_ms"],
-    )
+    return _pulled(ref, found, deliveries)
 
 
 def _blocks_by_partition(rows: list[list[Any]]) -> dict[int, list[BlockRow]]:
@@ -83,6 +210,22 @@ def _blocks_by_partition(rows: list[list[Any]]) -> dict[int, list[BlockRow]]:
     for partition, *fields in rows:
         blocks.setdefault(partition, []).append(BlockRow(*fields))
     return blocks
+
+
+def _range_deliveries(
+    partition: int, lease_id: str, first: int, messages: list[Message]
+) -> list[Delivery]:
+    """The deliveries of a range lease: attempt 1, the range's ack ids in offset order."""
+    fields = zip(
+        repeat(partition),
+        range(first, first + len(messages)),
+        repeat(1),
+        range_ack_ids(lease_id, len(messages)),
+        messages,
+        strict=False,
+    )
+    # tuple.__new__ builds each Delivery in C: this runs once per delivered message.
+    return list(map(tuple.__new__, repeat(Delivery), fields))
 
 
 async def _take(
@@ -144,16 +287,7 @@ async def _read_fresh(
         if not messages:
             continue
         lease_id = new_lease_id()
-        fields = zip(
-            repeat(partition),
-            range(first, first + len(messages)),
-            repeat(1),
-            range_ack_ids(lease_id, len(messages)),
-            messages,
-            strict=False,
-        )
-        # tuple.__new__ builds each Delivery in C: this runs once per delivered message.
-        fresh[partition] = list(map(tuple.__new__, repeat(Delivery), fields))
+        fresh[partition] = _range_deliveries(partition, lease_id, first, messages)
         for key, value in zip(
             leases, (partition, lease_id, first, first + len(messages) - 1), strict=True
         ):

@@ -66,7 +66,7 @@ def test_bits_round_trip_and_count_what_is_open(size: int, data: st.DataObject) 
 
 @given(st.integers(0, 4095), st.lists(st.integers(0, 2**63 - 1), min_size=1, max_size=50))
 def test_rendered_message_ids_are_the_publish_paths_ids(partition: int, offsets: list[int]) -> None:
-    ref = GroupRef("grp_x", "g", "top_abcdefghijklmnop", "t", True, 30.0, 1000, 5, 1000)
+    ref = GroupRef("grp_x", "g", "top_abcdefghijklmnop", "t", True, 30.0, 1000, 5, 1000, 1)
     renderer = Renderer(ref)
     around = [o + d for o in offsets for d in (-1, 0, 1) if 0 <= o + d < 2**63]
     for offset in [*around, 0, 3843, 3844, 3845]:
