@@ -18,9 +18,13 @@ from typing import Any, Protocol
 
 from psycopg import AsyncConnection
 
+from data_plane import group_queries
 from data_plane import read_queries as q
 from infra.object_store import ObjectStore, S3ObjectStore
 from infra.settings import int_setting
+from observability.logging import get_logger
+
+log = get_logger("queuecore.cleanup")
 
 Conn = AsyncConnection[dict[str, Any]]
 SEGMENTS_PREFIX = "segments/"
@@ -223,4 +227,19 @@ async def _trim_partition(
         cur = await conn.execute(q.DELETE_BLOCKS_BEFORE, params)
         dropped = {row["object_key"]: row["blocks"] for row in await cur.fetchall()}
         await conn.execute(q.ADVANCE_START_OFFSET, params)
+        await _skip_dropped_offsets(conn, params)
     return dropped
+
+
+async def _skip_dropped_offsets(conn: Conn, params: dict[str, Any]) -> None:
+    """Move groups that had not delivered the dropped offsets to the first one retained.
+
+    A stopped or slow consumer would otherwise ask for offsets that no longer exist on every
+    pull. Offsets it had already leased end as usual: one that expires is dead-lettered, since
+    its message is gone (``data_plane.delivery.store.message_at``).
+    """
+    cur = await conn.execute(q.SKIP_DROPPED_OFFSETS, params)
+    for row in await cur.fetchall():
+        progress = {"group_id": row["group_id"], "partitions": [params["partition"]]}
+        await conn.execute(group_queries.COMMIT_PROGRESS, progress)
+        log.info("group_skipped_dropped_offsets", group_id=row["group_id"], **params)

@@ -10,7 +10,7 @@ from psycopg.types.json import Jsonb
 from data_plane import group_queries as q
 from data_plane.delivery.model import Conn, GroupRef
 from data_plane.leases import RangeBits, range_ack_ids
-from data_plane.reader import SegmentReader
+from data_plane.reader import OffsetOutOfRange, SegmentReader
 from data_plane.segment import Message
 from tenants.ids import new_id, random_base62
 
@@ -82,8 +82,13 @@ def bits_params(ref: GroupRef, changes: dict[str, RangeBits], strict: bool) -> d
 async def message_at(
     conn: Conn, reader: SegmentReader, ref: GroupRef, partition: int, offset: int
 ) -> Message | None:
-    """The message at ``offset``, or None when it is not stored."""
-    result = await reader.read(conn, ref.topic_id, partition, offset, 1)
+    """The message at ``offset``, or None when it is not stored (retention may have dropped it)."""
+    try:
+        result = await reader.read(conn, ref.topic_id, partition, offset, 1)
+    except OffsetOutOfRange as exc:
+        if offset < exc.data["earliest"]:
+            return None
+        raise
     return (
         result.messages[0].message
         if result.messages and result.messages[0].offset == offset
