@@ -364,23 +364,14 @@ DELETE FROM group_leases WHERE group_id = %(group_id)s AND partition = %(partiti
 """
 
 # Committed offset = lowest offset not done among per-message rows, range leases and
-# delivered_offset; never moves back. Rows and leases wholly below it are forgotten.
+# delivered_offset; never moves back. Rows and leases wholly below it are forgotten. The
+# statement is the function qc_commit_progress (migration 0010), which acks also run in SQL.
 COMMIT_PROGRESS = """
-WITH moved AS (
-  UPDATE group_partitions gp SET committed_offset = greatest(gp.committed_offset, least(
-      (SELECT min(d."offset") FROM group_deliveries d
-        WHERE d.group_id = gp.group_id AND d.partition = gp.partition AND d.state IN ('leased', 'retry')),
-      (SELECT min(l.first_offset + position(B'0' IN l.done) - 1) FROM group_leases l
-        WHERE l.group_id = gp.group_id AND l.partition = gp.partition AND l.open_count > 0),
-      gp.delivered_offset))
-  WHERE gp.group_id = %(group_id)s AND gp.partition = ANY(%(partitions)s)
-  RETURNING gp.partition, gp.committed_offset
-), forgotten_rows AS (
-  DELETE FROM group_deliveries d USING moved
-  WHERE d.group_id = %(group_id)s AND d.partition = moved.partition AND d."offset" < moved.committed_offset
-), forgotten_leases AS (
-  DELETE FROM group_leases l USING moved
-  WHERE l.group_id = %(group_id)s AND l.partition = moved.partition AND l.last_offset < moved.committed_offset
-)
-SELECT partition, committed_offset FROM moved
+SELECT partition, committed_offset FROM qc_commit_progress(%(group_id)s, %(partitions)s::int[])
+"""
+
+# An ack request's range leases in one statement (migration 0010): partitions locked, the named
+# offsets acked where all of them are open, committed offsets moved; returns the leases acked.
+ACK_RANGES = """
+SELECT qc_ack_ranges(%(group_id)s, %(strict)s, %(lease_ids)s::text[], %(masks)s::text[]) AS acked
 """

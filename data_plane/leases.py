@@ -95,6 +95,16 @@ def _slow_delta(code: str) -> int | None:
     return BASE62.index(code[0]) * 3844 + BASE62.index(code[1]) * 62 + BASE62.index(code[2])
 
 
+def named_bits(deltas: Iterable[int]) -> str:
+    """A ``varbit`` literal with bit ``d`` (from the left) set for each delta, as long as the
+    highest one needs: the offsets of a lease that an ack names (``qc_ack_ranges`` pads it)."""
+    deltas = list(deltas)
+    bits = bytearray(b"0" * (max(deltas) + 1))
+    for delta in deltas:
+        bits[delta] = 49  # "1"
+    return bits.decode()
+
+
 @dataclass(frozen=True, slots=True)
 class RangeBits:
     """Which offsets of a range are acked, and which are done (acked or handed over)."""

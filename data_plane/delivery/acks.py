@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg.pq import TransactionStatus
+
 from data_plane import group_queries as q
 from data_plane.delivery.model import (
     EXPIRED_ACK,
@@ -24,8 +26,9 @@ from data_plane.delivery.store import (
     message_at,
     wake,
 )
-from data_plane.leases import RangeBits, group_by_lease, parse_range_ack
+from data_plane.leases import RangeBits, group_by_lease, named_bits, parse_range_ack
 from data_plane.reader import SegmentReader
+from infra.db import autocommit
 from infra.errors import ValidationFailed
 
 
@@ -88,11 +91,50 @@ def _all_open(
 async def ack(conn: Conn, ref: GroupRef, ack_ids: list[str]) -> AckOutcome:
     """Settle leases as done, set-based: a few statements per request, whatever its size.
 
-    Each id is judged on its own. Partition rows are locked in partition order before any
-    lease, the order pulls use, so an ack spanning partitions cannot deadlock with a pull.
+    When every id is a range ackId, one statement in autocommit mode (``qc_ack_ranges``,
+    migration 0010) acks each lease all of whose named offsets are still open, and moves the
+    committed offsets: one round trip, commit included. Ids of other leases (acked before,
+    handed over, expired, unknown) and per-message ids are then judged one by one in a
+    transaction. Partition rows are locked in partition order before any lease, the order
+    pulls use, so an ack spanning partitions cannot deadlock with a pull.
     """
     wanted = sorted(set(ack_ids))
     ranged, plain = group_by_lease(wanted)
+    done: set[str] = set()
+    if ranged and not plain:
+        for lease_id in await _ack_open_ranges(conn, ref, ranged):
+            done.update(ack_id for ack_id, _ in ranged.pop(lease_id))
+    rejected: list[dict[str, str]] = []
+    if ranged or plain:
+        rest = await _ack_in_transaction(conn, ref, ranged, plain)
+        done.update(rest.done)
+        rejected = rest.rejected
+    return AckOutcome([a for a in wanted if a in done], rejected)
+
+
+async def _ack_open_ranges(
+    conn: Conn, ref: GroupRef, ranged: dict[str, list[tuple[str, int]]]
+) -> list[str]:
+    """The leases ``qc_ack_ranges`` acked: those all of whose named offsets were open."""
+    params = {
+        "group_id": ref.id,
+        "strict": ref.exactly_once,
+        "lease_ids": list(ranged),
+        "masks": [named_bits(delta for _, delta in items) for items in ranged.values()],
+    }
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        await conn.commit()  # what the caller looked up; autocommit needs an idle connection
+    async with autocommit(conn):
+        row = await (await conn.execute(q.ACK_RANGES, params)).fetchone()
+    assert row is not None
+    return list(row["acked"])
+
+
+async def _ack_in_transaction(
+    conn: Conn, ref: GroupRef, ranged: dict[str, list[tuple[str, int]]], plain: list[str]
+) -> AckOutcome:
+    """Each id judged on its own, in one transaction (the leases read under their locks)."""
+    wanted = sorted([a for items in ranged.values() for a, _ in items] + plain)
     plan = _plan_acks(ref, ranged, await lock_for(conn, ref, list(ranged), plain))
     partitions: set[int] = set()
     if plan.changes:
