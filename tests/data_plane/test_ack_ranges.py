@@ -16,7 +16,7 @@ from data_plane import group_queries as q
 from data_plane.delivery.model import UNKNOWN_ACK, AckOutcome
 from tenants.models import NewOrganisation
 from tests.data_plane.test_consume_api import Group
-from tests.data_plane.test_pulls import CountingConnection, publish_keyed
+from tests.data_plane.test_pulls import CountingConnection, lookup_ref, publish_keyed
 from tests.support.services import Services
 from tests.support.tenancy import new_organisation
 
@@ -36,13 +36,7 @@ def ack_directly(
     async def run() -> tuple[AckOutcome, Statements, tuple[bool, TransactionStatus]]:
         async with await CountingConnection.connect(database_url, row_factory=dict_row) as conn:
             conn.statements = []
-            env = await (
-                await conn.execute(
-                    "SELECT environment_id FROM topics WHERE name = %s", (group.topic,)
-                )
-            ).fetchone()
-            assert env is not None
-            ref = await delivery.group_ref(conn, env["environment_id"], group.topic, "workers")
+            ref = await lookup_ref(conn, group)
             conn.statements = []
             outcome = await delivery.ack(conn, ref, ack_ids)
             await conn.commit()  # as the pool does when the connection goes back

@@ -87,6 +87,15 @@ def publish_keyed(group: Group) -> set[tuple[int, int]]:
 Outcome = tuple[delivery.Pulled, list[tuple[str, bool]], tuple[bool, TransactionStatus]]
 
 
+async def lookup_ref(conn: CountingConnection, group: Group) -> delivery.GroupRef:
+    """The delivery ref of ``group``'s group ``workers``, looked up as the API does."""
+    env = await (
+        await conn.execute("SELECT environment_id FROM topics WHERE name = %s", (group.topic,))
+    ).fetchone()
+    assert env is not None
+    return await delivery.group_ref(conn, env["environment_id"], group.topic, "workers")
+
+
 def pull_directly(database_url: str, group: Group, member: str, owned: int | None) -> Outcome:
     """``delivery.pull`` on a connection that counts its statements (the lookup not counted);
     also the connection's autocommit and transaction status afterwards."""
@@ -94,13 +103,7 @@ def pull_directly(database_url: str, group: Group, member: str, owned: int | Non
     async def run() -> Outcome:
         async with await CountingConnection.connect(database_url, row_factory=dict_row) as conn:
             conn.statements = []
-            env = await (
-                await conn.execute(
-                    "SELECT environment_id FROM topics WHERE name = %s", (group.topic,)
-                )
-            ).fetchone()
-            assert env is not None
-            ref = await delivery.group_ref(conn, env["environment_id"], group.topic, "workers")
+            ref = await lookup_ref(conn, group)
             await conn.commit()
             conn.statements = []
             reader = SegmentReader(object_store())
