@@ -364,9 +364,8 @@ DELETE FROM group_leases WHERE group_id = %(group_id)s AND partition = %(partiti
 """
 
 # Committed offset = lowest offset not done among per-message rows, range leases and
-# delivered_offset; never moves back. Per-message rows wholly below it are forgotten; settled
-# range leases stay until PURGE_SETTLED_LEASES (migration 0012). The statement is the function
-# qc_commit_progress (migrations 0010, 0012), which acks also run in SQL.
+# delivered_offset; never moves back. Rows and leases wholly below it are forgotten. The
+# statement is the function qc_commit_progress (migration 0010), which acks also run in SQL.
 COMMIT_PROGRESS = """
 SELECT partition, committed_offset FROM qc_commit_progress(%(group_id)s, %(partitions)s::int[])
 """
@@ -375,13 +374,4 @@ SELECT partition, committed_offset FROM qc_commit_progress(%(group_id)s, %(parti
 # offsets acked where all of them are open, committed offsets moved; returns the leases acked.
 ACK_RANGES = """
 SELECT qc_ack_ranges(%(group_id)s, %(strict)s, %(lease_ids)s::text[], %(masks)s::text[]) AS acked
-"""
-
-# Range leases whose every offset is settled, some minutes after their lease ended: kept until
-# then so that an ack sent again is answered "acked" (migration 0012). A batch per statement.
-PURGE_SETTLED_LEASES = """
-DELETE FROM group_leases WHERE ctid IN (
-  SELECT ctid FROM group_leases
-  WHERE open_count = 0 AND lease_until < now() - make_interval(secs => %(grace_s)s)
-  LIMIT %(batch)s)
 """

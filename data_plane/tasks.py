@@ -20,7 +20,7 @@ from celery import shared_task
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from data_plane import cleanup, delivery, groups
+from data_plane import cleanup, groups
 from data_plane.cleanup import CleanupReport, Conn
 from infra import settings
 from infra.object_store import ObjectStore, S3ObjectStore
@@ -72,10 +72,3 @@ def sweep_groups(topic_id: str | None = None) -> dict[str, int]:
     """Evict silent group members and assign partitions added to topics, in every group."""
     report = asyncio.run(_connected(lambda conn: groups.sweep_groups(conn, topic_id)))
     return report.as_dict()
-
-
-@shared_task(name="data_plane.purge_settled_leases")
-def purge_settled_leases() -> dict[str, int]:
-    """Delete range leases settled and ended some minutes ago (kept so a repeated ack is known)."""
-    purged = asyncio.run(_connected(delivery.purge_settled_leases))
-    return {"settledLeasesPurged": purged}

@@ -28,7 +28,7 @@ from data_plane.delivery.model import (
 )
 from data_plane.delivery.offsets import offsets, reset, seek
 from data_plane.delivery.pulls import pull
-from data_plane.delivery.store import purge_settled_leases, wake
+from data_plane.delivery.store import wake
 
 __all__ = [
     "AckOutcome",
@@ -45,7 +45,6 @@ __all__ = [
     "nack",
     "offsets",
     "pull",
-    "purge_settled_leases",
     "reset",
     "seek",
     "wake",

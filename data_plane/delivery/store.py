@@ -151,23 +151,3 @@ async def wake(conn: Conn, topic_id: str, partition: int) -> None:
 def new_ack_id() -> str:
     """A per-message ackId (a redelivery's)."""
     return "ack_" + random_base62(24)
-
-
-SETTLED_LEASE_GRACE_S = 600  # how long after its lease ended an ack of a settled range is known
-PURGE_BATCH = 10_000
-
-
-async def purge_settled_leases(conn: Conn, grace_s: float = SETTLED_LEASE_GRACE_S) -> int:
-    """Delete range leases settled and ended more than ``grace_s`` ago; how many.
-
-    Needs an autocommit connection: each batch is its own transaction, so a long backlog never
-    holds locks for long.
-    """
-    purged = 0
-    while True:
-        cursor = await conn.execute(
-            q.PURGE_SETTLED_LEASES, {"grace_s": grace_s, "batch": PURGE_BATCH}
-        )
-        purged += cursor.rowcount
-        if cursor.rowcount < PURGE_BATCH:
-            return purged

@@ -11,10 +11,9 @@ from litestar.testing import TestClient
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
-from data_plane import delivery, tasks
+from data_plane import delivery
 from data_plane import group_queries as q
 from data_plane.delivery.model import UNKNOWN_ACK, AckOutcome
-from infra.db import connect
 from tenants.models import NewOrganisation
 from tests.data_plane.test_consume_api import Group
 from tests.data_plane.test_pulls import CountingConnection, lookup_ref, publish_keyed
@@ -82,60 +81,3 @@ def test_ids_the_statement_cannot_settle_are_judged_one_by_one(
     assert sorted(outcome.done) == sorted(first + second)
     assert outcome.rejected == [{"ackId": stranger, "reason": UNKNOWN_ACK}]
     assert group.offsets(0)["lag"] == group.offsets(1)["lag"] == 0
-
-
-def _leases_of(database_url: str, topic: str) -> dict[int, int]:
-    """``partition → open_count`` of the range leases of ``topic``'s group."""
-    with connect(database_url) as conn:
-        rows = conn.execute(
-            "SELECT l.partition, l.open_count FROM group_leases l"
-            " JOIN consumer_groups g ON g.id = l.group_id JOIN topics t ON t.id = g.topic_id"
-            " WHERE t.name = %s",
-            (topic,),
-        ).fetchall()
-    return {row["partition"]: row["open_count"] for row in rows}
-
-
-def test_an_ack_sent_again_after_its_offsets_were_committed_is_answered_acked(
-    client: TestClient, org: NewOrganisation, unique: Callable[[str], str]
-) -> None:
-    group = Group(client, org, unique, partitions=2)  # exactly-once
-    publish_keyed(group)
-    ack_ids = [d["ackId"] for d in group.pull(group.join())]
-    first = group.ack(*ack_ids)
-    assert first.status_code == 200 and first.json()["rejected"] == []
-    assert group.offsets(0)["lag"] == group.offsets(1)["lag"] == 0
-
-    again = group.ack(*ack_ids)  # the first response was lost; the client retries
-
-    assert again.status_code == 200, again.text
-    assert sorted(again.json()["acked"]) == sorted(ack_ids)
-    assert again.json()["rejected"] == []
-
-
-def test_settled_leases_are_purged_after_a_grace_and_open_ones_never(
-    client: TestClient, org: NewOrganisation, unique: Callable[[str], str], services: Services
-) -> None:
-    group = Group(client, org, unique, partitions=2)
-    publish_keyed(group)
-    delivered = group.pull(group.join())
-    settled = [d["ackId"] for d in delivered if d["partition"] == 0]
-    assert group.ack(*settled).status_code == 200
-    assert set(_leases_of(services.database_url, group.topic)) == {0, 1}
-    with connect(services.database_url) as conn:  # both leases ended an hour ago
-        conn.execute(
-            "UPDATE group_leases SET lease_until = now() - interval '1 hour' WHERE group_id ="
-            " (SELECT g.id FROM consumer_groups g JOIN topics t ON t.id = g.topic_id"
-            "  WHERE t.name = %s)",
-            (group.topic,),
-        )
-
-    report = tasks.purge_settled_leases()
-
-    assert report["settledLeasesPurged"] >= 1
-    leases = _leases_of(services.database_url, group.topic)
-    assert list(leases) == [1] and leases[1] > 0  # the open one stays for its redelivery
-    assert tasks.purge_settled_leases()["settledLeasesPurged"] == 0
-    # Past the grace an ack of the purged range is unknown, as any id that never existed.
-    late = group.ack(*settled)
-    assert late.status_code == 409 and late.json()["error"]["code"] == "ACK_REJECTED"
