@@ -60,8 +60,26 @@ def require_free(port: int, setting: str) -> None:
         raise PortInUse(port, setting)
 
 
-def free_port_block(size: int = 1, start: int = 20000, end: int = 60000) -> int:
-    """The first port of ``size`` consecutive free ports, picked at random in a range."""
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_ports_start() -> int:
+    """The lowest port the kernel hands out to outgoing connections (Linux's default: 32768)."""
+    try:
+        return int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port_block(size: int = 1, start: int = 20000, end: int | None = None) -> int:
+    """The first port of ``size`` consecutive free ports, picked at random in a range.
+
+    By default the range ends where the kernel's ephemeral ports begin: a port picked inside
+    them can be taken meanwhile as the source port of some outgoing connection (SeaweedFS makes
+    many before its S3 listener binds), and a service restarted on it then fails to bind.
+    """
+    if end is None:
+        end = max(start + 1000, min(60000, ephemeral_ports_start()))
     rng = __import__("random").Random()
     for _ in range(500):
         base = rng.randrange(start, end - size)
