@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 from psycopg import AsyncConnection, Connection
+from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
@@ -55,7 +56,10 @@ def async_pool(settings: DatabaseSettings, name: str) -> AsyncPool:
 @contextlib.asynccontextmanager
 async def autocommit(conn: AsyncConnection[Any]) -> AsyncIterator[None]:
     """Autocommit on a pooled connection (each statement its own transaction, no ``BEGIN`` or
-    ``COMMIT`` round trips), then its previous mode back. The connection must be idle."""
+    ``COMMIT`` round trips), then its previous mode back. A transaction the caller left open
+    (a lookup, say) is committed first: the mode can change only on an idle connection."""
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        await conn.commit()
     previous = conn.autocommit
     await conn.set_autocommit(True)
     try:

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg.pq import TransactionStatus
-
 from data_plane import group_queries as q
 from data_plane.delivery.model import (
     EXPIRED_ACK,
@@ -122,8 +120,6 @@ async def _ack_open_ranges(
         "lease_ids": list(ranged),
         "masks": [named_bits(delta for _, delta in items) for items in ranged.values()],
     }
-    if conn.info.transaction_status != TransactionStatus.IDLE:
-        await conn.commit()  # what the caller looked up; autocommit needs an idle connection
     async with autocommit(conn):
         row = await (await conn.execute(q.ACK_RANGES, params)).fetchone()
     assert row is not None

@@ -16,7 +16,6 @@ from typing import Any
 
 import psycopg
 from psycopg import AsyncCursor
-from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow
 
 from data_plane import group_queries as q
@@ -62,8 +61,6 @@ async def pull(
     partitions since gets the rest in a second statement. A pull is its own transaction: what
     the caller left open on ``conn`` is committed first.
     """
-    if conn.info.transaction_status != TransactionStatus.IDLE:
-        await conn.commit()
     slots = min(max_messages, ref.partitions if owned is None else owned)
     async with autocommit(conn):
         lease_ids = [new_lease_id() for _ in range(slots)]
