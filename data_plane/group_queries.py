@@ -370,6 +370,20 @@ COMMIT_PROGRESS = """
 SELECT partition, committed_offset FROM qc_commit_progress(%(group_id)s, %(partitions)s::int[])
 """
 
+# Tombstones of leases and per-message rows that qc_commit_progress forgot (migration 0012): what
+# was acked through them, read only when an ack names a lease that is gone.
+SELECT_SETTLED_ACKS = """
+SELECT ack_key, acked::text AS acked FROM settled_acks
+WHERE group_id = %(group_id)s AND ack_key = ANY(%(keys)s)
+"""
+
+# In batches, each its own transaction on an autocommit connection.
+PURGE_SETTLED_ACKS = """
+DELETE FROM settled_acks WHERE ctid IN (
+    SELECT ctid FROM settled_acks WHERE settled_at < now() - make_interval(secs => %(grace_s)s)
+    LIMIT %(batch)s)
+"""
+
 # An ack request's range leases in one statement (migration 0010): partitions locked, the named
 # offsets acked where all of them are open, committed offsets moved; returns the leases acked.
 ACK_RANGES = """

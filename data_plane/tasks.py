@@ -1,4 +1,5 @@
-"""Celery tasks of the data plane: topic deletion, orphan GC, retention, member eviction.
+"""Celery tasks of the data plane: topic deletion, orphan GC, retention, member eviction,
+ack tombstones.
 
 Each task is a thin shell around an async service of :mod:`data_plane.cleanup` or
 :mod:`data_plane.groups`: it opens one psycopg ``AsyncConnection`` from the same settings the
@@ -22,6 +23,7 @@ from psycopg.rows import dict_row
 
 from data_plane import cleanup, groups
 from data_plane.cleanup import CleanupReport, Conn
+from data_plane.delivery import store
 from infra import settings
 from infra.object_store import ObjectStore, S3ObjectStore
 
@@ -72,3 +74,10 @@ def sweep_groups(topic_id: str | None = None) -> dict[str, int]:
     """Evict silent group members and assign partitions added to topics, in every group."""
     report = asyncio.run(_connected(lambda conn: groups.sweep_groups(conn, topic_id)))
     return report.as_dict()
+
+
+@shared_task(name="data_plane.purge_settled_acks")
+def purge_settled_acks(grace_s: float = store.SETTLED_ACK_GRACE_S) -> dict[str, int]:
+    """Delete the tombstones of acks settled more than ten minutes ago (kept for repeated acks)."""
+    purged = asyncio.run(_connected(lambda conn: store.purge_settled_acks(conn, grace_s)))
+    return {"settledAcksPurged": purged}

@@ -40,6 +40,7 @@ def create_celery() -> Celery:
             "delete-topic-data": _scheduled("data_plane.delete_topic_data", 60.0),
             "apply-retention": _scheduled("data_plane.apply_retention", 300.0),
             "collect-orphans": _scheduled("data_plane.collect_orphans", 600.0),
+            "purge-settled-acks": _scheduled("data_plane.purge_settled_acks", 60.0),
             # A run queued while no worker was up is superseded by the next one.
             "sweep-groups": _scheduled(
                 "data_plane.sweep_groups", SWEEP_GROUPS_S, expires=SWEEP_GROUPS_S

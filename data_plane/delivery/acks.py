@@ -15,6 +15,7 @@ from data_plane.delivery.model import (
     GroupRef,
 )
 from data_plane.delivery.store import (
+    acked_before,
     bits_params,
     commit_progress,
     dead_letter,
@@ -156,6 +157,9 @@ async def _ack_in_transaction(
         partitions |= await _ack_deliveries(conn, ref, plain + plan.per_message, plan)
         if partitions:
             await commit_progress(conn, ref.id, sorted(partitions))
+    unknown = [a for a, reason in plan.rejected.items() if reason == UNKNOWN_ACK]
+    if unknown:  # a lease forgotten since: was the id acked through it (a repeated ack)?
+        plan.done += await acked_before(conn, ref, unknown)
     done = set(plan.done)
     return AckOutcome(
         [a for a in wanted if a in done],
@@ -241,6 +245,8 @@ async def nack(
 ) -> dict[str, Any]:
     """Schedule a retry with exponential backoff, or dead-letter after ``maxRetries``."""
     row = await _locked_lease(conn, ref, ack_id)
+    if row is None and await acked_before(conn, ref, [ack_id]):
+        row = {"state": "acked"}
     reason = _refusal(ref, row)
     if reason or row is None or row["state"] != "leased":
         raise AckRejected(reason or "the message was already acked", ack_id=ack_id)

@@ -9,7 +9,7 @@ from psycopg.types.json import Jsonb
 
 from data_plane import group_queries as q
 from data_plane.delivery.model import Conn, GroupRef
-from data_plane.leases import RangeBits, range_ack_ids
+from data_plane.leases import RangeBits, parse_range_ack, range_ack_ids
 from data_plane.reader import OffsetOutOfRange, SegmentReader
 from data_plane.segment import Message
 from tenants.ids import new_id, random_base62
@@ -151,3 +151,45 @@ async def wake(conn: Conn, topic_id: str, partition: int) -> None:
 def new_ack_id() -> str:
     """A per-message ackId (a redelivery's)."""
     return "ack_" + random_base62(24)
+
+
+SETTLED_ACK_GRACE_S = 600  # how long after its lease was forgotten a repeated ack is known
+PURGE_BATCH = 10_000
+
+
+async def acked_before(conn: Conn, ref: GroupRef, ack_ids: list[str]) -> set[str]:
+    """The ids among ``ack_ids`` acked through a lease or row forgotten since.
+
+    The committed offset's move deletes what is wholly below it; the tombstone it leaves
+    (``settled_acks``) lets an ack sent again after a lost response be answered "acked".
+    """
+    ranges = {ack_id: parse_range_ack(ack_id) for ack_id in ack_ids}
+    keys = list(ack_ids) + [parsed[0] for parsed in ranges.values() if parsed]
+    params = {"group_id": ref.id, "keys": keys}
+    rows = await (await conn.execute(q.SELECT_SETTLED_ACKS, params)).fetchall()
+    acked = {row["ack_key"]: row["acked"] for row in rows}
+    return {a for a, parsed in ranges.items() if acked.get(a) == "1" or _bit(acked, parsed)}
+
+
+def _bit(acked: dict[str, str], parsed: tuple[str, int] | None) -> bool:
+    """Whether the range tombstone of ``(lease_id, delta)`` has that offset acked."""
+    if parsed is None or parsed[0] not in acked:
+        return False
+    bits = acked[parsed[0]]
+    return parsed[1] < len(bits) and bits[parsed[1]] == "1"
+
+
+async def purge_settled_acks(conn: Conn, grace_s: float = SETTLED_ACK_GRACE_S) -> int:
+    """Delete tombstones older than ``grace_s``; how many.
+
+    Needs an autocommit connection: each batch is its own transaction, so a long backlog never
+    holds locks for long.
+    """
+    purged = 0
+    while True:
+        cursor = await conn.execute(
+            q.PURGE_SETTLED_ACKS, {"grace_s": grace_s, "batch": PURGE_BATCH}
+        )
+        purged += cursor.rowcount
+        if cursor.rowcount < PURGE_BATCH:
+            return purged

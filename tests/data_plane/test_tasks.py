@@ -179,6 +179,7 @@ def test_the_cleanup_tasks_are_registered_and_scheduled(services: Services) -> N
         "data_plane.delete_topic_data",
         "data_plane.collect_orphans",
         "data_plane.apply_retention",
+        "data_plane.purge_settled_acks",
     }
     assert names <= set(app.tasks)
     assert names == {entry["task"] for entry in app.conf.beat_schedule.values()} & names

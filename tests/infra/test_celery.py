@@ -32,6 +32,7 @@ HARMLESS: dict[str, dict[str, object]] = {
     "data_plane.delete_topic_data": {"topic_id": "no-such-topic"},
     "data_plane.sweep_groups": {"topic_id": "no-such-topic"},
     "data_plane.collect_orphans": {"grace_s": 10**9},
+    "data_plane.purge_settled_acks": {"grace_s": 10**9},
 }
 
 
