@@ -93,25 +93,6 @@ def test_a_redelivery_acked_twice_is_acked_and_its_nack_refused(
     assert stale.status_code == 409 and stale.json()["error"]["code"] == "ACK_REJECTED"
 
 
-def test_a_stale_ack_is_still_refused_once_the_redelivery_was_acked_and_forgotten(
-    client: TestClient, org: NewOrganisation, unique: Callable[[str], str]
-) -> None:
-    group = Group(client, org, unique, ackTimeout="1s")
-    group.publish({"job": 1})
-    member = group.join()
-    stale = group.pull(member)[0]["ackId"]
-    current = group.pull(member, wait_ms=5000)[0]  # after the 1 s lease expired
-    assert current["attempt"] == 2
-    assert group.ack(current["ackId"]).status_code == 200
-    assert group.offsets()["lag"] == 0
-
-    refused = group.ack(stale)
-
-    assert refused.status_code == 409
-    assert refused.json()["error"]["code"] == "ACK_REJECTED"
-    assert "superseded" in refused.json()["error"]["message"]
-
-
 def test_tombstones_are_purged_after_the_grace_and_younger_ones_kept(
     client: TestClient, org: NewOrganisation, unique: Callable[[str], str], services: Services
 ) -> None:
