@@ -24,7 +24,7 @@ from benchmarks import consume_peers, peers, rawhttp
 from benchmarks._stack import Stack
 from benchmarks.consume_report import render
 from benchmarks.consumer_client import PULLED, STREAMED, Acker
-from benchmarks.cpu import CpuWatch
+from benchmarks.cpu import CpuWatch, shares
 from benchmarks.load import Latency, open_loop_stamped, payloads
 from benchmarks.publish import JSON_HEADERS, _step, run, run_benchmark, start_measured_stack
 from infra.embedded import HOST, free_port_block
@@ -355,8 +355,7 @@ def _ms(value: float | None) -> str:
 
 
 def _cpu(result: dict[str, Any], watch: CpuWatch) -> None:
-    result["others_cpu_pct"] = round(watch.others_pct, 1)
-    result["cpu_pct_by_process"] = watch.groups_pct
+    result.update(shares(watch))
 
 
 def run_queuecore(cfg: Config, root: Path, results: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.cpu import CpuWatch
+from benchmarks.cpu import CpuWatch, shares
 from benchmarks.load import PAYLOAD_BYTES
 from benchmarks.peers import ConfirmingPublisher, _callback
 from infra.embedded import HOST
@@ -63,10 +63,6 @@ class Drain:
         }
 
 
-def _shares(watch: CpuWatch) -> dict[str, Any]:
-    return {"others_cpu_pct": round(watch.others_pct, 1), "cpu_pct_by_process": watch.groups_pct}
-
-
 # --- Redis Streams ------------------------------------------------------------------------------
 
 
@@ -92,7 +88,7 @@ async def redis_drain(
                 *(_redis_consumer(c, f"c{i}", result) for i, c in enumerate(conns))
             )
         result.elapsed_s = time.perf_counter() - began
-        result.extra.update(_shares(watch))
+        result.extra.update(shares(watch))
         await conns[0].send_command("XPENDING", STREAM, GROUP)
         pending = (await conns[0].read_response())[0]
         result.verified = (
@@ -168,7 +164,7 @@ async def rabbitmq_drain(
             for reader in readers:
                 await reader.round_trip()
         result.elapsed_s = time.perf_counter() - began
-        result.extra.update(_shares(watch))
+        result.extra.update(shares(watch))
         result.acked = shared.acked
         result.redelivered = shared.redelivered
         result.requests = sum(reader.ack_frames for reader in readers)

@@ -11,6 +11,7 @@ import contextlib
 import os
 import time
 from types import TracebackType
+from typing import Any
 
 import psutil
 
@@ -48,6 +49,12 @@ def _tree_cpu_s(pid: int, include_root: bool = True) -> float:
     return total
 
 
+def _kernel_s() -> dict[str, float]:
+    """CPU seconds since boot the hypervisor took (steal) and soft interrupts used (softirq)."""
+    times = psutil.cpu_times()
+    return {"steal": getattr(times, "steal", 0.0), "softirq": getattr(times, "softirq", 0.0)}
+
+
 def _client_cpu_s() -> float:
     times = psutil.Process().cpu_times()
     return float(times.user + times.system)
@@ -58,11 +65,14 @@ class CpuWatch:
 
     ``w.others_pct`` is what processes outside this benchmark used; ``w.groups_pct`` what each
     named process tree (``{"api": pid, …}``) and this process (``"load generator"``) used.
+    Two parts of ``others`` are told apart: ``w.steal_pct``, time the hypervisor gave another
+    guest while this one wanted to run (outside anyone's control here), and ``w.softirq_pct``,
+    soft interrupts, mostly the loopback traffic of the benchmark itself.
     """
 
     def __init__(self, groups: dict[str, int] | None = None) -> None:
         self.groups = groups or {}
-        self.others_pct = 0.0
+        self.others_pct = self.steal_pct = self.softirq_pct = 0.0
         self.groups_pct: dict[str, float] = {}
         self._start: dict[str, float] = {}
 
@@ -73,6 +83,7 @@ class CpuWatch:
             busy=machine_busy_s(),
             ours=our_cpu_s(),
             client=_client_cpu_s(),
+            **_kernel_s(),
         )
         return sample
 
@@ -92,5 +103,17 @@ class CpuWatch:
         if capacity <= 0:
             return
         self.others_pct = max(0.0, (delta["busy"] - delta["ours"]) / capacity * 100)
+        self.steal_pct = round(delta["steal"] / capacity * 100, 1)
+        self.softirq_pct = round(delta["softirq"] / capacity * 100, 1)
         self.groups_pct = {name: round(delta[name] / capacity * 100, 1) for name in self.groups}
         self.groups_pct["load generator"] = round(delta["client"] / capacity * 100, 1)
+
+
+def shares(watch: CpuWatch) -> dict[str, Any]:
+    """A phase's CPU shares, as the results record them."""
+    return {
+        "others_cpu_pct": round(watch.others_pct, 1),
+        "steal_cpu_pct": watch.steal_pct,
+        "softirq_cpu_pct": watch.softirq_pct,
+        "cpu_pct_by_process": watch.groups_pct,
+    }

@@ -29,7 +29,7 @@ import psycopg
 
 from benchmarks import peers, rawhttp, reference
 from benchmarks._stack import Stack
-from benchmarks.cpu import CpuWatch
+from benchmarks.cpu import CpuWatch, shares
 from benchmarks.load import closed_loop, open_loop, payloads
 from benchmarks.report import machine, render
 from infra.embedded import HOST, binary, free_port_block
@@ -148,8 +148,7 @@ async def _throughput_phase(stack: Stack, send: Any, cfg: Config) -> dict[str, A
 
 def _result(result: dict[str, Any], watch: CpuWatch) -> None:
     """Attach the phase's CPU shares to its result and print the headline numbers."""
-    result["others_cpu_pct"] = round(watch.others_pct, 1)
-    result["cpu_pct_by_process"] = watch.groups_pct
+    result.update(shares(watch))
     keys = ("msgs_per_s", "p50_ms", "p99_ms", "puts_per_1000", "errors", "others_cpu_pct")
     _step("  " + ", ".join(f"{k}={result[k]:.6g}" for k in keys if result.get(k) is not None))
 
@@ -348,6 +347,7 @@ def run_benchmark(
             queuecore(cfg, root, results)
             peers_phase(cfg, root, results)
         results["others_cpu_pct"] = round(watch.others_pct, 1)
+        results["steal_cpu_pct"] = watch.steal_pct
     finally:
         results["wall_clock_s"] = round(time.monotonic() - began, 1)
         if args.keep or results.get("queuecore_error"):

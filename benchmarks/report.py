@@ -247,17 +247,25 @@ def cpu_note(results: dict[str, Any], phases: list[str]) -> str:
     """The CPU-by-process note, flagged when other processes disturbed the run."""
     overall = results.get("others_cpu_pct")
     warning = " (numbers disturbed: rerun on a quiet machine)" if (overall or 0) > 5 else ""
+    steal = results.get("steal_cpu_pct")
+    stolen = f"; steal {steal:g}%" if steal is not None else ""
     lines = "".join(f"\n  - {phase}" for phase in phases)
     return (
-        f"- CPU by process, as a share of all cores; `others` = processes outside this benchmark "
-        f"(whole run: {overall if overall is not None else '?'}%{warning}):{lines}"
+        f"- CPU by process, as a share of all cores; `others` = busy time outside this "
+        f"benchmark's processes: other processes and the kernel's work for none, such as steal "
+        f"(the hypervisor running another guest instead of this one) and softirq (mostly this "
+        f"benchmark's own loopback traffic), shown apart "
+        f"(whole run: others {overall if overall is not None else '?'}%{stolen}{warning}):{lines}"
     )
 
 
 def cpu_shares(run: dict[str, Any]) -> str:
     """One phase's CPU split, ``name pct%`` per process group."""
     shares = {**run.get("cpu_pct_by_process", {}), "others": run.get("others_cpu_pct", 0)}
-    return ", ".join(f"{name} {pct:g}%" for name, pct in shares.items())
+    text = ", ".join(f"{name} {pct:g}%" for name, pct in shares.items())
+    if "steal_cpu_pct" in run:  # the parts of `others` that are no process's
+        text += f" (steal {run['steal_cpu_pct']:g}%, softirq {run['softirq_cpu_pct']:g}%)"
+    return text
 
 
 def _machine_lines(results: dict[str, Any]) -> list[str]:
