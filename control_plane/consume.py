@@ -319,7 +319,8 @@ class ConsumeController(Controller):
                 if fresh.id != ref.id:
                     outcome = await delivery.ack(conn, fresh, data.ack_ids)
         if not outcome.done:
-            raise AckRejected(outcome.rejected[0]["reason"], rejected=outcome.rejected)
+            verdicts = {"acked": [], "rejected": outcome.rejected}  # beside "error", as in a 200
+            raise AckRejected(outcome.rejected[0]["reason"], body=verdicts)
         return Response({"acked": outcome.done, "rejected": outcome.rejected}, status_code=200)
 
     @post("/nack", summary="Reject a message: retry with backoff or dead-letter", status_code=200)

@@ -135,7 +135,13 @@ def handle_domain_error(
         else None
     )
     return error_response(
-        request, status, exc.code, exc.message, headers=headers or None, details=details
+        request,
+        status,
+        exc.code,
+        exc.message,
+        headers=headers or None,
+        details=details,
+        extra=exc.data.get("body"),  # fields beside "error", e.g. an ack's per-id verdicts
     )
 
 

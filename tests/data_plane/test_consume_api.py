@@ -160,6 +160,9 @@ def test_stale_ack_is_refused_on_exactly_once_and_acked_message_never_returns(
     refused = group.ack(stale)
     assert refused.status_code == 409
     assert refused.json()["error"]["code"] == "ACK_REJECTED"
+    # Every id's verdict, as in a 200 that acked some of them.
+    assert refused.json()["acked"] == []
+    assert [r["ackId"] for r in refused.json()["rejected"]] == [stale]
     assert group.ack(current).status_code == 200
     time.sleep(1.2)
     assert group.pull(member, wait_ms=300) == []
