@@ -157,10 +157,12 @@ WHERE group_id = %(group_id)s AND partition = %(partition)s
 ORDER BY "offset" LIMIT %(limit)s FOR UPDATE
 """
 
-LEASE_AGAIN = """
-UPDATE group_deliveries SET state = 'leased', attempt = %(attempt)s, ack_id = %(ack_id)s, member_id = %(member_id)s,
+# A pull's redeliveries of one partition leased again in one statement, each with a new ackId.
+LEASE_AGAIN_MANY = """
+UPDATE group_deliveries d SET state = 'leased', attempt = v.attempt, ack_id = v.ack_id, member_id = %(member_id)s,
        lease_until = now() + make_interval(secs => %(ack_timeout_s)s), available_at = NULL, updated_at = now()
-WHERE group_id = %(group_id)s AND partition = %(partition)s AND "offset" = %(offset)s
+FROM unnest(%(offsets)s::bigint[], %(attempts)s::int[], %(ack_ids)s::text[]) AS v("offset", attempt, ack_id)
+WHERE d.group_id = %(group_id)s AND d.partition = %(partition)s AND d."offset" = v."offset"
 """
 
 SELECT_BY_ACK_IDS = """

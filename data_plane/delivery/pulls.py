@@ -24,7 +24,7 @@ from data_plane.delivery.store import (
     commit_progress,
     dead_letter,
     expire_ranges,
-    message_at,
+    messages_at,
     new_ack_id,
 )
 from data_plane.groups import GroupTopicNotFound, MemberNotFound
@@ -305,31 +305,42 @@ async def _read_fresh(
 async def _redeliver(
     conn: Conn, reader: SegmentReader, ref: GroupRef, member_id: str, partition: int, limit: int
 ) -> list[Delivery]:
+    """Lease the partition's due redeliveries again, each with a new ackId and ``attempt + 1``
+    (or dead-letter them): their messages read a run at a time, the leases in one statement."""
     rows = await (
         await conn.execute(
             q.DUE_REDELIVERIES, {"group_id": ref.id, "partition": partition, "limit": limit}
         )
     ).fetchall()
+    messages = await messages_at(conn, reader, ref, partition, [row["offset"] for row in rows])
     deliveries = []
     for row in rows:
-        message = await message_at(conn, reader, ref, partition, row["offset"])
+        message = messages.get(row["offset"])
         expired_lease = row["state"] == "leased"
         if message is None or (expired_lease and row["attempt"] > ref.max_retries):
             reason = "ack timeout expired" if expired_lease else (row["last_error"] or "")
             await dead_letter(conn, ref, partition, row, message, reason)
             continue
-        ack_id = new_ack_id()
-        params = {
-            "group_id": ref.id,
-            "partition": partition,
-            "offset": row["offset"],
-            "attempt": row["attempt"] + 1,
-            "ack_id": ack_id,
-            "member_id": member_id,
-            "ack_timeout_s": ref.ack_timeout_s,
-        }
-        await conn.execute(q.LEASE_AGAIN, params)
-        deliveries.append(Delivery(partition, row["offset"], row["attempt"] + 1, ack_id, message))
+        deliveries.append(
+            Delivery(partition, row["offset"], row["attempt"] + 1, new_ack_id(), message)
+        )
+    if deliveries:
+        await conn.execute(q.LEASE_AGAIN_MANY, _lease_again_params(ref, member_id, deliveries))
     if rows:
         await commit_progress(conn, ref.id, [partition])
     return deliveries
+
+
+def _lease_again_params(
+    ref: GroupRef, member_id: str, deliveries: list[Delivery]
+) -> dict[str, Any]:
+    """The arguments of ``LEASE_AGAIN_MANY`` for redeliveries of one partition."""
+    return {
+        "group_id": ref.id,
+        "partition": deliveries[0].partition,
+        "member_id": member_id,
+        "ack_timeout_s": ref.ack_timeout_s,
+        "offsets": [d.offset for d in deliveries],
+        "attempts": [d.attempt for d in deliveries],
+        "ack_ids": [d.ack_id for d in deliveries],
+    }

@@ -107,3 +107,23 @@ def test_leases_on_dropped_offsets_end_without_blocking_the_group(
     group.ack(delivered)
     assert group.pull() == []
     assert group.offsets() == {"current": 8, "latest": 8, "lag": 0}
+
+
+def test_expired_leases_straddling_the_retention_point_redeliver_what_is_retained(
+    services: Services, client: TestClient, unique: Callable[[str], str]
+) -> None:
+    topic = _old_and_fresh(services, unique)
+    group = _Group(client, topic)
+    assert [d["offset"] for d in group.pull(max_messages=7)] == list(range(7))
+
+    tasks.apply_retention()
+    time.sleep(1.2)  # all seven expire: 0-4 are gone, 5 and 6 are not
+
+    delivered = group.pull()
+    assert [(d["offset"], d["data"]["tag"], d["attempt"]) for d in delivered] == [
+        (5, "fresh", 2),
+        (6, "fresh", 2),
+        (7, "fresh", 1),
+    ]
+    group.ack(delivered)
+    assert group.offsets() == {"current": 8, "latest": 8, "lag": 0}

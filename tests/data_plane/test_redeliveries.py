@@ -1,0 +1,49 @@
+"""Redeliveries in bulk: a member that leaves with many messages in flight hands them to the
+next owner in a few statements, not in a few per message, so recovery keeps pace."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from litestar.testing import TestClient
+
+from data_plane import group_queries as q
+from tenants.models import NewOrganisation
+from tests.data_plane.test_consume_api import Group
+from tests.data_plane.test_pulls import pull_directly
+from tests.support.services import Services
+from tests.support.tenancy import new_organisation
+
+IN_FLIGHT = 100
+
+
+@pytest.fixture
+def org(services: Services) -> NewOrganisation:
+    return new_organisation(services.database_url, tier="pro")
+
+
+def test_a_pull_of_many_redeliveries_takes_a_few_statements_not_some_per_message(
+    client: TestClient, org: NewOrganisation, unique: Callable[[str], str], services: Services
+) -> None:
+    group = Group(client, org, unique)
+    group.publish(*({"n": i} for i in range(IN_FLIGHT)))
+    leaving = group.join()
+    first = group.pull(leaving, max_messages=IN_FLIGHT)
+    assert len(first) == IN_FLIGHT
+    gone = client.delete(f"{group.base}/members/{leaving}", headers=group.headers)
+    assert gone.status_code == 204  # its leases end with it
+
+    pulled, statements, _ = pull_directly(services.database_url, group, group.join(), None)
+
+    got = [(d.offset, d.attempt, d.message.value) for d in pulled.deliveries]
+    assert got == [(i, 2, b'{"n":%d}' % i) for i in range(IN_FLIGHT)]
+    new_ids = {d.ack_id for d in pulled.deliveries}
+    assert len(new_ids) == IN_FLIGHT and not new_ids & {m["ackId"] for m in first}
+    assert [s for s, _ in statements].count(q.LEASE_AGAIN_MANY) == 1
+    assert len(statements) < 20, [
+        s.split()[:3] for s, _ in statements
+    ]  # it was 307: three per message
+    acked = group.ack(*new_ids)
+    assert acked.status_code == 200 and acked.json()["rejected"] == []
+    assert group.offsets()["lag"] == 0
