@@ -346,8 +346,9 @@ RETURNING l.lease_id
 INSERT_SPLIT_DELIVERIES = """
 INSERT INTO group_deliveries (group_id, partition, "offset", state, attempt, ack_id, member_id, lease_until,
                               first_delivered_at)
-SELECT %(group_id)s, %(partition)s, v.o, 'leased', 1, v.a, %(member_id)s, %(lease_until)s, %(delivered_at)s
-FROM unnest(%(offsets)s::bigint[], %(ack_ids)s::text[]) AS v(o, a)
+SELECT %(group_id)s, v.p, v.o, 'leased', 1, v.a, v.m, v.u, v.d
+FROM unnest(%(p)s::int[], %(o)s::bigint[], %(a)s::text[], %(m)s::text[], %(u)s::timestamptz[], %(d)s::timestamptz[])
+  AS v(p, o, a, m, u, d)
 """
 
 EXTEND_RANGE_LEASES = """

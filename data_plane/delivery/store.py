@@ -22,8 +22,7 @@ async def expire_ranges(conn: Conn, ref: GroupRef, partition: int) -> None:
             q.SELECT_EXPIRED_RANGE_LEASES, {"group_id": ref.id, "partition": partition}
         )
     ).fetchall()
-    for lease in rows:
-        await hand_over(conn, ref, lease, lease_bits(lease).open_deltas())
+    await hand_over_many(conn, ref, [(lease, lease_bits(lease).open_deltas()) for lease in rows])
 
 
 def lease_bits(lease: dict[str, Any]) -> RangeBits:
@@ -37,24 +36,30 @@ async def hand_over(conn: Conn, ref: GroupRef, lease: dict[str, Any], deltas: li
     From then on the per-message rules apply to them: expiry → redelivery with attempt 2 (or
     the dead-letter queue), a late at-least-once ack until then, nack, extend.
     """
-    if not deltas:
+    await hand_over_many(conn, ref, [(lease, deltas)])
+
+
+async def hand_over_many(
+    conn: Conn, ref: GroupRef, items: list[tuple[dict[str, Any], list[int]]]
+) -> None:
+    """:func:`hand_over` for several leases: two statements, however many leases and offsets
+    (a member that left may have held hundreds of small ranges)."""
+    items = [(lease, deltas) for lease, deltas in items if deltas]
+    if not items:
         return
-    ack_ids = range_ack_ids(lease["lease_id"], lease["last_offset"] - lease["first_offset"] + 1)
-    await conn.execute(
-        q.INSERT_SPLIT_DELIVERIES,
-        {
-            "group_id": ref.id,
-            "partition": lease["partition"],
-            "member_id": lease["member_id"],
-            "lease_until": lease["lease_until"],
-            "delivered_at": lease["delivered_at"],
-            "offsets": [lease["first_offset"] + d for d in deltas],
-            "ack_ids": [ack_ids[d] for d in deltas],
-        },
-    )
-    await set_bits(
-        conn, ref, {lease["lease_id"]: lease_bits(lease).with_handed_over(deltas)}, False
-    )
+    rows: list[tuple[Any, ...]] = []
+    for lease, deltas in items:
+        ack_ids = range_ack_ids(lease["lease_id"], lease["last_offset"] - lease["first_offset"] + 1)
+        where, member = lease["partition"], lease["member_id"]
+        until, delivered = lease["lease_until"], lease["delivered_at"]
+        first = lease["first_offset"]
+        rows += [(where, first + d, ack_ids[d], member, until, delivered) for d in deltas]
+    columns = {
+        key: list(values) for key, values in zip("poamud", zip(*rows, strict=True), strict=True)
+    }
+    await conn.execute(q.INSERT_SPLIT_DELIVERIES, {"group_id": ref.id, **columns})
+    handed = {lease["lease_id"]: lease_bits(lease).with_handed_over(d) for lease, d in items}
+    await set_bits(conn, ref, handed, False)
 
 
 async def set_bits(

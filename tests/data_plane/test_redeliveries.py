@@ -47,3 +47,25 @@ def test_a_pull_of_many_redeliveries_takes_a_few_statements_not_some_per_message
     acked = group.ack(*new_ids)
     assert acked.status_code == 200 and acked.json()["rejected"] == []
     assert group.offsets()["lag"] == 0
+
+
+def test_a_member_that_held_many_small_leases_is_redelivered_in_a_few_statements(
+    client: TestClient, org: NewOrganisation, unique: Callable[[str], str], services: Services
+) -> None:
+    group = Group(client, org, unique)
+    group.publish(*({"n": i} for i in range(IN_FLIGHT)))
+    leaving = group.join()
+    for _ in range(IN_FLIGHT // 4):  # 25 range leases of 4 messages
+        assert len(group.pull(leaving, max_messages=4)) == 4
+    gone = client.delete(f"{group.base}/members/{leaving}", headers=group.headers)
+    assert gone.status_code == 204
+
+    pulled, statements, _ = pull_directly(services.database_url, group, group.join(), None)
+
+    assert [(d.offset, d.attempt) for d in pulled.deliveries] == [(i, 2) for i in range(IN_FLIGHT)]
+    # Two statements hand all 25 ranges over, not two for each.
+    assert [s for s, _ in statements].count(q.INSERT_SPLIT_DELIVERIES) == 1
+    assert len(statements) < 20, [s.split()[:3] for s, _ in statements]
+    acked = group.ack(*(d.ack_id for d in pulled.deliveries))
+    assert acked.status_code == 200 and acked.json()["rejected"] == []
+    assert group.offsets()["lag"] == 0
