@@ -23,27 +23,36 @@ def org(services: Services) -> NewOrganisation:
     return new_organisation(services.database_url, tier="pro")
 
 
+def left_with_in_flight(group: Group, pull_size: int) -> list[str]:
+    """A member pulls all IN_FLIGHT published messages, ``pull_size`` at a time, and leaves
+    (its leases end with it); the ack ids it held."""
+    group.publish(*({"n": i} for i in range(IN_FLIGHT)))
+    leaving = group.join()
+    held = []
+    for _ in range(IN_FLIGHT // pull_size):
+        pulled = group.pull(leaving, max_messages=pull_size)
+        assert len(pulled) == pull_size
+        held += [m["ackId"] for m in pulled]
+    gone = group.client.delete(f"{group.base}/members/{leaving}", headers=group.headers)
+    assert gone.status_code == 204
+    return held
+
+
 def test_a_pull_of_many_redeliveries_takes_a_few_statements_not_some_per_message(
     client: TestClient, org: NewOrganisation, unique: Callable[[str], str], services: Services
 ) -> None:
     group = Group(client, org, unique)
-    group.publish(*({"n": i} for i in range(IN_FLIGHT)))
-    leaving = group.join()
-    first = group.pull(leaving, max_messages=IN_FLIGHT)
-    assert len(first) == IN_FLIGHT
-    gone = client.delete(f"{group.base}/members/{leaving}", headers=group.headers)
-    assert gone.status_code == 204  # its leases end with it
+    held = left_with_in_flight(group, IN_FLIGHT)
 
     pulled, statements, _ = pull_directly(services.database_url, group, group.join(), None)
 
     got = [(d.offset, d.attempt, d.message.value) for d in pulled.deliveries]
     assert got == [(i, 2, b'{"n":%d}' % i) for i in range(IN_FLIGHT)]
     new_ids = {d.ack_id for d in pulled.deliveries}
-    assert len(new_ids) == IN_FLIGHT and not new_ids & {m["ackId"] for m in first}
+    assert len(new_ids) == IN_FLIGHT and not new_ids & set(held)
     assert [s for s, _ in statements].count(q.LEASE_AGAIN_MANY) == 1
-    assert len(statements) < 20, [
-        s.split()[:3] for s, _ in statements
-    ]  # it was 307: three per message
+    # It was 307: three per message.
+    assert len(statements) < 20, [s.split()[:3] for s, _ in statements]
     acked = group.ack(*new_ids)
     assert acked.status_code == 200 and acked.json()["rejected"] == []
     assert group.offsets()["lag"] == 0
@@ -53,12 +62,7 @@ def test_a_member_that_held_many_small_leases_is_redelivered_in_a_few_statements
     client: TestClient, org: NewOrganisation, unique: Callable[[str], str], services: Services
 ) -> None:
     group = Group(client, org, unique)
-    group.publish(*({"n": i} for i in range(IN_FLIGHT)))
-    leaving = group.join()
-    for _ in range(IN_FLIGHT // 4):  # 25 range leases of 4 messages
-        assert len(group.pull(leaving, max_messages=4)) == 4
-    gone = client.delete(f"{group.base}/members/{leaving}", headers=group.headers)
-    assert gone.status_code == 204
+    left_with_in_flight(group, 4)  # 25 range leases of 4 messages
 
     pulled, statements, _ = pull_directly(services.database_url, group, group.join(), None)
 
