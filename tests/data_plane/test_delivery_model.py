@@ -1,5 +1,7 @@
 """Random sequences of pulls, acks (repeated and stale ones too), nacks, extends and members
-leaving, checked step by step against what an exactly-once topic promises its consumers."""
+leaving, checked step by step against what each delivery mode promises its consumers: on an
+exactly-once topic an ack of a lease that ended is refused; on an at-least-once topic it is
+accepted until the message is delivered again."""
 
 from __future__ import annotations
 
@@ -32,10 +34,12 @@ class Model:
     group: Group
     rng: random.Random
     members: list[str]
+    exactly_once: bool
     published: set[tuple[int, int]] = field(default_factory=set)
     held: dict[str, tuple[int, int, str]] = field(default_factory=dict)  # id → (p, o, member)
     acked: set[str] = field(default_factory=set)
     stale: set[str] = field(default_factory=set)
+    left: dict[str, tuple[int, int]] = field(default_factory=dict)  # held by a member that left
     done: set[tuple[int, int]] = field(default_factory=set)
     committed: dict[int, int] = field(default_factory=dict)
 
@@ -56,27 +60,39 @@ class Model:
             # A message whose ack succeeded is never delivered again.
             assert where not in self.done, (where, message)
             fresh = message["ackId"]
-            assert fresh not in self.held and fresh not in self.acked and fresh not in self.stale
+            assert all(
+                fresh not in known for known in (self.held, self.acked, self.stale, self.left)
+            )
             self.held[message["ackId"]] = (*where, member)
+            for ack_id in [a for a, at in self.left.items() if at == where]:
+                del self.left[ack_id]
+                self.stale.add(ack_id)  # its message was delivered again: superseded
         return len(delivered)
 
     def ack(self) -> None:
         current = self.rng.sample(sorted(self.held), min(len(self.held), self.rng.randint(0, 6)))
         again = self.rng.sample(sorted(self.acked), min(len(self.acked), self.rng.randint(0, 2)))
         stale = self.rng.sample(sorted(self.stale), min(len(self.stale), self.rng.randint(0, 2)))
-        ids = current + again + stale
+        late = self.rng.sample(sorted(self.left), min(len(self.left), self.rng.randint(0, 2)))
+        ids = current + again + stale + late
         if not ids:
             return
         response = self.group.ack(*ids)
         body = response.json()
-        # Current and repeated acks succeed; an ack of a lease that ended is refused.
-        assert sorted(body["acked"]) == sorted(current + again), body
-        assert sorted(r["ackId"] for r in body["rejected"]) == sorted(stale), body
-        assert response.status_code == (200 if current or again else 409), body
+        # Current and repeated acks succeed, and on at-least-once a late one (its lease ended,
+        # the message not delivered again); any other ack of a lease that ended is refused.
+        accepted = current + again + ([] if self.exactly_once else late)
+        assert sorted(body["acked"]) == sorted(accepted), body
+        assert sorted(r["ackId"] for r in body["rejected"]) == sorted(set(ids) - set(accepted))
+        assert response.status_code == (200 if accepted else 409), body
         for ack_id in current:
             partition, offset, _ = self.held.pop(ack_id)
             self.acked.add(ack_id)
             self.done.add((partition, offset))
+        if not self.exactly_once:
+            for ack_id in late:
+                self.done.add(self.left.pop(ack_id))
+                self.acked.add(ack_id)
 
     def nack(self) -> None:
         if not self.held:
@@ -111,8 +127,8 @@ class Model:
         )
         assert response.status_code == 204, response.text
         for ack_id in [a for a, (_, _, m) in self.held.items() if m == leaving]:
-            self.held.pop(ack_id)
-            self.stale.add(ack_id)  # its leases ended with it: redelivered, refused if acked
+            partition, offset, _ = self.held.pop(ack_id)
+            self.left[ack_id] = (partition, offset)  # its leases ended with it
         self.members[self.members.index(leaving)] = self.group.join()
 
     def check_offsets(self) -> None:
@@ -137,19 +153,27 @@ def drain(model: Model) -> None:
         quiet = 0 if got else quiet + 1
 
 
+@pytest.mark.parametrize("delivery", ["exactly-once", "at-least-once"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_random_consumer_histories_keep_the_exactly_once_promises(
-    client: TestClient, org: NewOrganisation, unique: Callable[[str], str], seed: int
+def test_random_consumer_histories_keep_the_promises_of_the_delivery_mode(
+    client: TestClient,
+    org: NewOrganisation,
+    unique: Callable[[str], str],
+    seed: int,
+    delivery: str,
 ) -> None:
     group = Group(
         client,
         org,
         unique,
         partitions=PARTITIONS,
+        delivery=delivery,
         ackTimeout="10m",
         deadLetter={"maxRetries": 100, "retryDelay": "0ms"},
     )
-    model = Model(group, random.Random(seed), [group.join(), group.join()])
+    model = Model(
+        group, random.Random(seed), [group.join(), group.join()], delivery == "exactly-once"
+    )
     actions: list[tuple[int, Callable[[], Any]]] = [
         (3, model.publish),
         (5, lambda: model.pull(model.rng.choice(model.members))),
