@@ -185,16 +185,22 @@ UPDATE group_deliveries SET state = 'retry', ack_id = NULL, lease_until = NULL, 
 WHERE group_id = %(group_id)s AND partition = %(partition)s AND "offset" = %(offset)s
 """
 
+# Dead letters of one partition, set-based: the copies (for messages still stored) and the rows
+# marked dead, one statement each however many there are.
 MARK_DEAD = """
-UPDATE group_deliveries SET state = 'dead', ack_id = NULL, lease_until = NULL, last_error = %(error)s, updated_at = now()
-WHERE group_id = %(group_id)s AND partition = %(partition)s AND "offset" = %(offset)s
+UPDATE group_deliveries d SET state = 'dead', ack_id = NULL, lease_until = NULL, last_error = v.error, updated_at = now()
+FROM unnest(%(offsets)s::bigint[], %(errors)s::text[]) AS v("offset", error)
+WHERE d.group_id = %(group_id)s AND d.partition = %(partition)s AND d."offset" = v."offset"
 """
 
-INSERT_DEAD_LETTER = """
+INSERT_DEAD_LETTERS = """
 INSERT INTO dead_letters (id, group_id, partition, "offset", message_key, headers, value, published_at_ms, error, attempts,
                           first_delivered_at)
-VALUES (%(id)s, %(group_id)s, %(partition)s, %(offset)s, %(key)s, %(headers)s, %(value)s, %(published_at_ms)s, %(error)s,
-        %(attempts)s, %(first_delivered_at)s)
+SELECT v.id, %(group_id)s, %(partition)s, v."offset", v.message_key, v.headers, v.value, v.published_at_ms, v.error,
+       v.attempts, v.first_delivered_at
+FROM unnest(%(ids)s::text[], %(offsets)s::bigint[], %(keys)s::bytea[], %(headers)s::jsonb[], %(values)s::bytea[],
+            %(published_at_ms)s::bigint[], %(errors)s::text[], %(attempts)s::int[], %(first_delivered_at)s::timestamptz[])
+  AS v(id, "offset", message_key, headers, value, published_at_ms, error, attempts, first_delivered_at)
 ON CONFLICT (group_id, partition, "offset") DO NOTHING
 """
 

@@ -22,7 +22,7 @@ from data_plane import group_queries as q
 from data_plane.delivery.model import Conn, Delivery, GroupRef, Pulled
 from data_plane.delivery.store import (
     commit_progress,
-    dead_letter,
+    dead_letter_many,
     expire_ranges,
     messages_at,
     new_ack_id,
@@ -313,17 +313,18 @@ async def _redeliver(
         )
     ).fetchall()
     messages = await messages_at(conn, reader, ref, partition, [row["offset"] for row in rows])
-    deliveries = []
+    deliveries, dead = [], []
     for row in rows:
         message = messages.get(row["offset"])
         expired_lease = row["state"] == "leased"
         if message is None or (expired_lease and row["attempt"] > ref.max_retries):
             reason = "ack timeout expired" if expired_lease else (row["last_error"] or "")
-            await dead_letter(conn, ref, partition, row, message, reason)
+            dead.append((row, message, reason))
             continue
         deliveries.append(
             Delivery(partition, row["offset"], row["attempt"] + 1, new_ack_id(), message)
         )
+    await dead_letter_many(conn, ref, partition, dead)
     if deliveries:
         await conn.execute(q.LEASE_AGAIN_MANY, _lease_again_params(ref, member_id, deliveries))
     if rows:

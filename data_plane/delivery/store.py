@@ -150,25 +150,48 @@ async def dead_letter(
     error: str,
 ) -> None:
     """Copy the message to the dead-letter store; it then counts as done."""
-    if message is not None:
-        params = {
-            "id": new_id("dlq"),
-            "group_id": ref.id,
-            "partition": partition,
-            "offset": row["offset"],
-            "key": message.key,
-            "headers": Jsonb(message.headers),
-            "value": message.value,
-            "published_at_ms": message.timestamp_ms,
-            "error": error,
-            "attempts": row["attempt"],
-            "first_delivered_at": row["first_delivered_at"],
-        }
-        await conn.execute(q.INSERT_DEAD_LETTER, params)
-    await conn.execute(
-        q.MARK_DEAD,
-        {"group_id": ref.id, "partition": partition, "offset": row["offset"], "error": error},
-    )
+    await dead_letter_many(conn, ref, partition, [(row, message, error)])
+
+
+async def dead_letter_many(
+    conn: Conn,
+    ref: GroupRef,
+    partition: int,
+    items: list[tuple[dict[str, Any], Message | None, str]],
+) -> None:
+    """:func:`dead_letter` for ``(row, message, error)`` items of one partition, in two
+    statements. A message retention dropped (None) is marked dead without a copy."""
+    if not items:
+        return
+    stored = [(row, message, error) for row, message, error in items if message is not None]
+    if stored:
+        await conn.execute(q.INSERT_DEAD_LETTERS, _letters(ref, partition, stored))
+    params = {
+        "group_id": ref.id,
+        "partition": partition,
+        "offsets": [row["offset"] for row, _, _ in items],
+        "errors": [error for _, _, error in items],
+    }
+    await conn.execute(q.MARK_DEAD, params)
+
+
+def _letters(
+    ref: GroupRef, partition: int, stored: list[tuple[dict[str, Any], Message, str]]
+) -> dict[str, Any]:
+    """The arguments of ``INSERT_DEAD_LETTERS``."""
+    return {
+        "group_id": ref.id,
+        "partition": partition,
+        "ids": [new_id("dlq") for _ in stored],
+        "offsets": [row["offset"] for row, _, _ in stored],
+        "keys": [message.key for _, message, _ in stored],
+        "headers": [Jsonb(message.headers) for _, message, _ in stored],
+        "values": [message.value for _, message, _ in stored],
+        "published_at_ms": [message.timestamp_ms for _, message, _ in stored],
+        "errors": [error for _, _, error in stored],
+        "attempts": [row["attempt"] for row, _, _ in stored],
+        "first_delivered_at": [row["first_delivered_at"] for row, _, _ in stored],
+    }
 
 
 async def commit_progress(conn: Conn, group_id: str, partitions: list[int]) -> None:

@@ -9,6 +9,7 @@ import pytest
 from litestar.testing import TestClient
 
 from data_plane import group_queries as q
+from infra.db import connect
 from tenants.models import NewOrganisation
 from tests.data_plane.test_consume_api import Group
 from tests.data_plane.test_pulls import pull_directly
@@ -73,3 +74,29 @@ def test_a_member_that_held_many_small_leases_is_redelivered_in_a_few_statements
     acked = group.ack(*(d.ack_id for d in pulled.deliveries))
     assert acked.status_code == 200 and acked.json()["rejected"] == []
     assert group.offsets()["lag"] == 0
+
+
+def test_expired_leases_past_max_retries_are_dead_lettered_together(
+    client: TestClient, org: NewOrganisation, unique: Callable[[str], str], services: Services
+) -> None:
+    group = Group(client, org, unique, deadLetter={"maxRetries": 0})
+    held = left_with_in_flight(group, IN_FLIGHT)
+
+    pulled, statements, _ = pull_directly(services.database_url, group, group.join(), None)
+
+    assert pulled.deliveries == []  # attempt 1 was the last one allowed
+    assert [s for s, _ in statements].count(q.INSERT_DEAD_LETTERS) == 1
+    assert len(statements) < 20, [s.split()[:3] for s, _ in statements]  # it was 209
+    assert group.offsets()["lag"] == 0
+    with connect(services.database_url) as conn:
+        letters = conn.execute(
+            'SELECT d."offset", d.value, d.error, d.attempts FROM dead_letters d'
+            " JOIN consumer_groups g ON g.id = d.group_id JOIN topics t ON t.id = g.topic_id"
+            ' WHERE t.name = %s ORDER BY d."offset"',
+            (group.topic,),
+        ).fetchall()
+    assert [(r["offset"], bytes(r["value"]), r["error"], r["attempts"]) for r in letters] == [
+        (i, b'{"n":%d}' % i, "ack timeout expired", 1) for i in range(IN_FLIGHT)
+    ]
+    refused = group.ack(held[0])
+    assert refused.status_code == 409  # a dead letter's old lease cannot be acked
