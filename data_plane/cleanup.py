@@ -236,7 +236,7 @@ async def _skip_dropped_offsets(conn: Conn, params: dict[str, Any]) -> None:
 
     A stopped or slow consumer would otherwise ask for offsets that no longer exist on every
     pull. Offsets it had already leased end as usual: one that expires is dead-lettered, since
-    its message is gone (``data_plane.delivery.store.message_at``).
+    its message is gone (``data_plane.delivery.store.messages_at``).
     """
     cur = await conn.execute(q.SKIP_DROPPED_OFFSETS, params)
     for row in await cur.fetchall():

@@ -88,17 +88,7 @@ async def message_at(
     conn: Conn, reader: SegmentReader, ref: GroupRef, partition: int, offset: int
 ) -> Message | None:
     """The message at ``offset``, or None when it is not stored (retention may have dropped it)."""
-    try:
-        result = await reader.read(conn, ref.topic_id, partition, offset, 1)
-    except OffsetOutOfRange as exc:
-        if offset < exc.data["earliest"]:
-            return None
-        raise
-    return (
-        result.messages[0].message
-        if result.messages and result.messages[0].offset == offset
-        else None
-    )
+    return (await messages_at(conn, reader, ref, partition, [offset])).get(offset)
 
 
 RUN_GAP = 64  # offsets this close are read in one go, the ones between them read and dropped
@@ -110,8 +100,7 @@ async def messages_at(
 ) -> dict[int, Message]:
     """The messages at these offsets (ascending), read a run of nearby offsets at a time.
 
-    Offsets retention has dropped are missing from the result, as :func:`message_at` gives
-    None for them. Redeliveries come in runs (a crashed member's leases), so a pull of 1,000
+    Offsets retention has dropped are missing from the result. Redeliveries come in runs (a crashed member's leases), so a pull of 1,000
     of them is a handful of reads instead of 1,000.
     """
     found: dict[int, Message] = {}
