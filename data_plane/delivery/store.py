@@ -232,8 +232,8 @@ def _bit(acked: dict[str, str], parsed: tuple[str, int] | None) -> bool:
     """Whether the range tombstone of ``(lease_id, delta)`` has that offset acked."""
     if parsed is None or parsed[0] not in acked:
         return False
-    bits = acked[parsed[0]]
-    return parsed[1] < len(bits) and bits[parsed[1]] == "1"
+    bits = RangeBits.from_text(acked[parsed[0]], acked[parsed[0]])
+    return parsed[1] < bits.size and bits.is_acked(parsed[1])
 
 
 async def purge_settled_acks(conn: Conn, grace_s: float = SETTLED_ACK_GRACE_S) -> int:
