@@ -7,6 +7,7 @@ from litestar.middleware import DefineMiddleware
 
 from control_plane.auth import ApiKeyAuthenticationMiddleware, scope_middleware
 from control_plane.consume import ConsumeController
+from control_plane.dlq import DeadLetterController
 from control_plane.groups import GroupsController
 from control_plane.keys import KeysController
 from control_plane.messages import MessagesController
@@ -25,6 +26,7 @@ def v1_router() -> Router:
             PublishController,
             GroupsController,
             ConsumeController,
+            DeadLetterController,
         ],
         middleware=[
             DefineMiddleware(ApiKeyAuthenticationMiddleware),

@@ -201,7 +201,16 @@ SELECT v.id, %(group_id)s, %(partition)s, v."offset", v.message_key, v.headers, 
 FROM unnest(%(ids)s::text[], %(offsets)s::bigint[], %(keys)s::bytea[], %(headers)s::jsonb[], %(values)s::bytea[],
             %(published_at_ms)s::bigint[], %(errors)s::text[], %(attempts)s::int[], %(first_delivered_at)s::timestamptz[])
   AS v(id, "offset", message_key, headers, value, published_at_ms, error, attempts, first_delivered_at)
-ON CONFLICT (group_id, partition, "offset") DO NOTHING
+ON CONFLICT (group_id, partition, "offset") DO UPDATE
+  SET error = excluded.error, attempts = excluded.attempts, first_delivered_at = excluded.first_delivered_at,
+      dead_at = now(), replayed_at = NULL
+"""
+
+# The dead-letter copies of these offsets: a replayed message retention has dropped since is
+# delivered from its copy (migration 0013). A message never changes, so any copy is the message.
+SELECT_DEAD_LETTER_COPIES = """
+SELECT "offset", message_key, headers, value, published_at_ms FROM dead_letters
+WHERE group_id = %(group_id)s AND partition = %(partition)s AND "offset" = ANY(%(offsets)s)
 """
 
 EXTEND_LEASE = """
@@ -231,8 +240,15 @@ UPDATE group_partitions SET committed_offset = %(offset)s, delivered_offset = %(
 WHERE group_id = %(group_id)s AND partition = %(partition)s
 """
 
+# A seek drops what is in flight on the partition; replays among it go back to the dead-letter
+# queue rather than being lost.
 FORGET_PARTITION_DELIVERIES = """
-DELETE FROM group_deliveries WHERE group_id = %(group_id)s AND partition = %(partition)s AND state <> 'dead'
+WITH forgotten AS (
+  DELETE FROM group_deliveries WHERE group_id = %(group_id)s AND partition = %(partition)s AND state <> 'dead'
+  RETURNING "offset", replay
+)
+UPDATE dead_letters dl SET replayed_at = NULL FROM forgotten f
+WHERE dl.group_id = %(group_id)s AND dl.partition = %(partition)s AND dl."offset" = f."offset" AND f.replay
 """
 
 COUNT_MEMBERS = """
@@ -349,12 +365,15 @@ RETURNING l.lease_id
 
 # Offsets leaving a range lease (nack, partial extend, expiry) become per-message leases with the
 # range's ack id, attempt 1 and its lease end, so the per-message rules take over from there.
+# An offset that has a row already is one a replay put back (a seek back leased it afresh while
+# its dead letter waited): that row delivers it, once.
 INSERT_SPLIT_DELIVERIES = """
 INSERT INTO group_deliveries (group_id, partition, "offset", state, attempt, ack_id, member_id, lease_until,
                               first_delivered_at)
 SELECT %(group_id)s, v.p, v.o, 'leased', 1, v.a, v.m, v.u, v.d
 FROM unnest(%(p)s::int[], %(o)s::bigint[], %(a)s::text[], %(m)s::text[], %(u)s::timestamptz[], %(d)s::timestamptz[])
   AS v(p, o, a, m, u, d)
+ON CONFLICT (group_id, partition, "offset") DO NOTHING
 """
 
 EXTEND_RANGE_LEASES = """

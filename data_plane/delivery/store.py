@@ -100,8 +100,9 @@ async def messages_at(
 ) -> dict[int, Message]:
     """The messages at these offsets (ascending), read a run of nearby offsets at a time.
 
-    Offsets retention has dropped are missing from the result. Redeliveries come in runs (a crashed member's leases), so a pull of 1,000
-    of them is a handful of reads instead of 1,000.
+    Redeliveries come in runs (a crashed member's leases), so a pull of 1,000 of them is a
+    handful of reads instead of 1,000. An offset retention has dropped is read from its
+    dead-letter copy if it has one (a replayed dead letter), and is missing otherwise.
     """
     found: dict[int, Message] = {}
     for first, last in _runs(offsets):
@@ -116,7 +117,24 @@ async def messages_at(
             result = await reader.read(conn, ref.topic_id, partition, earliest, last - earliest + 1)
         found.update((m.offset, m.message) for m in result.messages)
     wanted = set(offsets)
-    return {offset: message for offset, message in found.items() if offset in wanted}
+    messages = {offset: message for offset, message in found.items() if offset in wanted}
+    if len(messages) < len(wanted):
+        messages |= await _copies(conn, ref, partition, sorted(wanted - messages.keys()))
+    return messages
+
+
+async def _copies(
+    conn: Conn, ref: GroupRef, partition: int, offsets: list[int]
+) -> dict[int, Message]:
+    """Dead-letter copies of offsets the topic no longer holds (a replay outliving retention)."""
+    params = {"group_id": ref.id, "partition": partition, "offsets": offsets}
+    rows = await (await conn.execute(q.SELECT_DEAD_LETTER_COPIES, params)).fetchall()
+    return {
+        row["offset"]: Message(
+            row["message_key"], row["headers"], bytes(row["value"]), row["published_at_ms"]
+        )
+        for row in rows
+    }
 
 
 def _runs(offsets: list[int]) -> list[tuple[int, int]]:
