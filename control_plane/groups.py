@@ -84,6 +84,7 @@ def group_view(state: dict[str, Any]) -> GroupView:
         partitions=partitions,
         members=members,
         config=config,
+        dead_letters=state["dead_letters"],
     )
 
 
@@ -102,7 +103,13 @@ class GroupsController(Controller):
         async with resources_of(request.app).db.connection() as conn:
             rows = await groups.list_groups(conn, auth_context(request).environment_id, topic)
         return [
-            GroupSummary(name=r["name"], consumers=r["consumers"], lag=int(r["lag"])) for r in rows
+            GroupSummary(
+                name=r["name"],
+                consumers=r["consumers"],
+                lag=int(r["lag"]),
+                dead_letters=r["dead_letters"],
+            )
+            for r in rows
         ]
 
     @get("/{group:str}", summary="Describe a consumer group")

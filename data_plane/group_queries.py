@@ -31,7 +31,8 @@ SELECT g.name, g.generation,
           AND m.last_heartbeat_at >= now() - make_interval(secs => m.session_timeout_ms / 1000.0)) AS consumers,
        coalesce((SELECT sum(greatest(p.next_offset - gp.committed_offset, 0))
                  FROM group_partitions gp JOIN partitions p ON p.topic_id = g.topic_id AND p.partition = gp.partition
-                 WHERE gp.group_id = g.id), 0) AS lag
+                 WHERE gp.group_id = g.id), 0) AS lag,
+       (SELECT count(*) FROM dead_letters dl WHERE dl.group_id = g.id AND dl.replayed_at IS NULL) AS dead_letters
 FROM consumer_groups g WHERE g.topic_id = %(topic_id)s ORDER BY g.name
 """
 
@@ -253,11 +254,6 @@ WHERE dl.group_id = %(group_id)s AND dl.partition = %(partition)s AND dl."offset
 
 COUNT_MEMBERS = """
 SELECT count(*) AS n FROM group_members WHERE group_id = %(group_id)s
-"""
-
-SELECT_DEAD_LETTERS = """
-SELECT id, partition, "offset", message_key, headers, value, published_at_ms, error, attempts, first_delivered_at, dead_at
-FROM dead_letters WHERE group_id = %(group_id)s AND replayed_at IS NULL ORDER BY dead_at, partition, "offset" LIMIT %(limit)s
 """
 
 TOPIC_STATS = """

@@ -58,6 +58,7 @@ class GroupSummary(msgspec.Struct, rename="camel"):
     name: str
     consumers: int
     lag: int
+    dead_letters: int  # the depth of its dead-letter queue
 
 
 class PartitionState(msgspec.Struct, rename="camel"):
@@ -88,3 +89,4 @@ class GroupView(msgspec.Struct, rename="camel"):
     partitions: list[PartitionState]
     members: list[MemberView]
     config: dict[str, Any]
+    dead_letters: int  # the depth of its dead-letter queue

@@ -19,6 +19,7 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
+from data_plane import dlq_queries
 from data_plane import group_queries as q
 from data_plane.assignment import assign
 from infra.errors import ClientError, Conflict, NotFound, ValidationFailed
@@ -463,7 +464,14 @@ async def describe(conn: Conn, environment_id: str, topic: str, group: str) -> d
         "generation": generation,
         "members": members,
         "partitions": rows,
+        "dead_letters": await _dead_letters(conn, group_row["id"]),
     }
+
+
+async def _dead_letters(conn: Conn, group_id: str) -> int:
+    """The depth of the group's dead-letter queue."""
+    row = await (await conn.execute(dlq_queries.COUNT_PENDING, {"group_id": group_id})).fetchone()
+    return int(row["depth"]) if row else 0
 
 
 async def list_groups(conn: Conn, environment_id: str, topic: str) -> list[dict[str, Any]]:

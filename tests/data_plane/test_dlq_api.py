@@ -165,8 +165,13 @@ def test_replay_all_and_a_message_failing_again_returns_with_its_new_reason(
     queue = DeadLetters(group)
     assert queue.inspect()["depth"] == 6
 
+    described = client.get(group.base, headers=group.headers).json()
+    listed = client.get(f"/v1/topics/{group.topic}/groups", headers=group.headers).json()
+    assert described["deadLetters"] == listed[0]["deadLetters"] == 6
+
     assert queue.replay().json() == {"replayed": 6}
     assert queue.inspect() == {"messages": [], "depth": 0, "nextAfter": None}
+    assert client.get(group.base, headers=group.headers).json()["deadLetters"] == 0
     back = group.pull(member)
     assert sorted(m["data"]["n"] for m in back) == list(range(6))
     assert {m["attempt"] for m in back} == {1}

@@ -138,7 +138,7 @@ def test_configure_list_describe_and_delete(
         {"id": 1, "consumer": None, "offset": 0, "lag": 0},
     ]
     assert client.get(f"/v1/topics/{topic}/groups", headers=headers).json() == [
-        {"name": "billing", "consumers": 0, "lag": 0}
+        {"name": "billing", "consumers": 0, "lag": 0, "deadLetters": 0}
     ]
     assert client.delete(f"/v1/topics/{topic}/groups/billing", headers=headers).status_code == 204
     missing = client.get(f"/v1/topics/{topic}/groups/billing", headers=headers)
@@ -259,10 +259,10 @@ def test_the_group_list_counts_only_members_within_their_session(
     join(client, topic, "g", headers, sessionTimeout="1s")
     join(client, topic, "g", headers, sessionTimeout="30s")
     listed = client.get(f"/v1/topics/{topic}/groups", headers=headers)
-    assert listed.json() == [{"name": "g", "consumers": 2, "lag": 0}]
+    assert listed.json() == [{"name": "g", "consumers": 2, "lag": 0, "deadLetters": 0}]
     time.sleep(1.2)
     # Before anything evicted the silent member (listing evicts nobody), it is not a consumer.
     listed = client.get(f"/v1/topics/{topic}/groups", headers=headers)
-    assert listed.json() == [{"name": "g", "consumers": 1, "lag": 0}]
+    assert listed.json() == [{"name": "g", "consumers": 1, "lag": 0, "deadLetters": 0}]
     stats = client.get(f"/v1/topics/{topic}", headers=headers).json()["stats"]
     assert stats["activeConsumers"] == 1
