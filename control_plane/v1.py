@@ -5,6 +5,7 @@ from __future__ import annotations
 from litestar import Router
 from litestar.middleware import DefineMiddleware
 
+from control_plane.alerts import AlertsController
 from control_plane.auth import ApiKeyAuthenticationMiddleware, scope_middleware
 from control_plane.consume import ConsumeController
 from control_plane.dlq import DeadLetterController
@@ -22,6 +23,7 @@ def v1_router() -> Router:
         route_handlers=[
             MessagesController,
             KeysController,
+            AlertsController,
             TopicsController,
             PublishController,
             GroupsController,

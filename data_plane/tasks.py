@@ -1,5 +1,5 @@
 """Celery tasks of the data plane: topic deletion, orphan GC, retention, member eviction,
-ack tombstones.
+ack tombstones, DLQ alerts and their webhook deliveries.
 
 Each task is a thin shell around an async service of :mod:`data_plane.cleanup` or
 :mod:`data_plane.groups`: it opens one psycopg ``AsyncConnection`` from the same settings the
@@ -15,20 +15,24 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from celery import shared_task
+from celery import Task, shared_task
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from data_plane import cleanup, groups
+from data_plane import alerts, cleanup, groups, webhooks
 from data_plane.cleanup import CleanupReport, Conn
 from data_plane.delivery import store
 from infra import settings
+from infra.celery_app import celery_app
 from infra.object_store import ObjectStore, S3ObjectStore
+from observability.logging import get_logger
 
 Work = Callable[[Conn, ObjectStore], Awaitable[CleanupReport]]
 Report = TypeVar("Report")
+DELIVER_WEBHOOK = "data_plane.deliver_webhook"
+log = get_logger("queuecore.tasks")
 
 
 @functools.cache
@@ -81,3 +85,31 @@ def purge_settled_acks(grace_s: float = store.SETTLED_ACK_GRACE_S) -> dict[str, 
     """Delete the tombstones of acks settled more than ten minutes ago (kept for repeated acks)."""
     purged = asyncio.run(_connected(lambda conn: store.purge_settled_acks(conn, grace_s)))
     return {"settledAcksPurged": purged}
+
+
+@shared_task(name="data_plane.check_dlq_alerts")
+def check_dlq_alerts(group_id: str | None = None) -> dict[str, int]:
+    """Raise the DLQ alert of groups whose depth reached the threshold, re-arm those below it."""
+    report = asyncio.run(_connected(lambda conn: alerts.check_groups(conn, group_id)))
+    for delivery_id in report.to_send:
+        queue_delivery(delivery_id)
+    return report.as_dict()
+
+
+def queue_delivery(delivery_id: str) -> None:
+    """Queue a webhook delivery; if the broker is down the check requeues it later (outbox)."""
+    try:
+        celery_app().send_task(DELIVER_WEBHOOK, args=[delivery_id], ignore_result=True)
+    except Exception as exc:
+        log.warning("webhook_not_queued", delivery_id=delivery_id, error=type(exc).__name__)
+
+
+@shared_task(name=DELIVER_WEBHOOK, bind=True, max_retries=None, ignore_result=True)
+def deliver_webhook(self: Task[Any, Any], delivery_id: str) -> dict[str, Any]:
+    """POST one outbox delivery; retried with exponential backoff until 2xx or the attempt cap."""
+    outcome = asyncio.run(
+        _connected(lambda conn: webhooks.deliver(conn, delivery_id, settings.webhooks()))
+    )
+    if outcome.retry_in_s is not None:
+        raise self.retry(countdown=outcome.retry_in_s)
+    return outcome.as_dict()

@@ -19,6 +19,9 @@ TASK_MODULES = [
 # stranded (its session timeout, 30 s by default, plus this) and how long added partitions wait
 # for an owner. Each run is one scan of the groups, cheap next to the pulls.
 SWEEP_GROUPS_S = 5.0
+# How late a DLQ alert can be: a group's depth reaches its threshold, and within this (plus the
+# time to queue and send) its webhook goes out. One bounded count per group with a threshold.
+CHECK_DLQ_ALERTS_S = 10.0
 
 
 def create_celery() -> Celery:
@@ -44,6 +47,9 @@ def create_celery() -> Celery:
             # A run queued while no worker was up is superseded by the next one.
             "sweep-groups": _scheduled(
                 "data_plane.sweep_groups", SWEEP_GROUPS_S, expires=SWEEP_GROUPS_S
+            ),
+            "check-dlq-alerts": _scheduled(
+                "data_plane.check_dlq_alerts", CHECK_DLQ_ALERTS_S, expires=CHECK_DLQ_ALERTS_S
             ),
         },
     )

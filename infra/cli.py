@@ -17,6 +17,7 @@ def _serve(args: argparse.Namespace) -> int:
     settings.database()
     settings.object_store()
     settings.redis()
+    settings.webhooks()
     from data_plane.writer import writer_settings
 
     writer_settings()
@@ -39,6 +40,7 @@ def _worker(args: argparse.Namespace) -> int:
     from infra.celery_app import celery_app
 
     settings.database()
+    settings.webhooks()
     argv = ["worker", "--loglevel", settings.logs().level, "--concurrency", str(args.concurrency)]
     if args.hostname:
         argv += ["--hostname", args.hostname]

@@ -53,6 +53,16 @@ def int_setting(name: str, default: int, low: int, high: int) -> int:
     return _int(name, default, low, high)
 
 
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _bool(name: str, default: bool, env: Mapping[str, str] | None = None) -> bool:
+    raw = (_env(name, env=env) or str(default)).lower()
+    if raw not in _BOOLEANS:
+        raise SettingsError(PREFIX + name, f"must be true or false, got {raw!r}")
+    return _BOOLEANS[raw]
+
+
 def _port(name: str, default: int, env: Mapping[str, str] | None = None) -> int:
     return _int(name, default, 1, 65535, env)
 
@@ -231,6 +241,26 @@ class DevStackSettings:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class WebhookSettings:
+    """Outgoing webhooks: whether private addresses may be called, timeout, retries."""
+
+    allow_private: bool = False
+    timeout_ms: int = 5_000
+    max_attempts: int = 8
+    retry_base_ms: int = 5_000
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> WebhookSettings:
+        """Read and validate. Private addresses are for development stacks and tests only."""
+        return cls(
+            allow_private=_bool("WEBHOOKS_ALLOW_PRIVATE", False, env),
+            timeout_ms=_int("WEBHOOK_TIMEOUT_MS", 5_000, 100, 60_000, env),
+            max_attempts=_int("WEBHOOK_MAX_ATTEMPTS", 8, 1, 50, env),
+            retry_base_ms=_int("WEBHOOK_RETRY_BASE_MS", 5_000, 0, 3_600_000, env),
+        )
+
+
 @functools.cache
 def database() -> DatabaseSettings:
     """The process's database settings."""
@@ -267,7 +297,13 @@ def telemetry() -> TelemetrySettings:
     return TelemetrySettings.from_env()
 
 
+@functools.cache
+def webhooks() -> WebhookSettings:
+    """The process's outgoing-webhook settings."""
+    return WebhookSettings.from_env()
+
+
 def clear_caches() -> None:
     """Forget cached settings (tests change the environment)."""
-    for loader in (database, object_store, redis, http, logs, telemetry):
+    for loader in (database, object_store, redis, http, logs, telemetry, webhooks):
         loader.cache_clear()

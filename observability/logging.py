@@ -52,7 +52,8 @@ def configure(settings: LogSettings, *, stream: Any = None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.level)
-    for noisy in ("botocore", "boto3", "urllib3", "s3transfer"):
+    # httpx logs every request's URL at INFO; a webhook URL may carry a token.
+    for noisy in ("botocore", "boto3", "urllib3", "s3transfer", "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

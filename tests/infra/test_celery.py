@@ -33,6 +33,7 @@ HARMLESS: dict[str, dict[str, object]] = {
     "data_plane.sweep_groups": {"topic_id": "no-such-topic"},
     "data_plane.collect_orphans": {"grace_s": 10**9},
     "data_plane.purge_settled_acks": {"grace_s": 10**9},
+    "data_plane.check_dlq_alerts": {"group_id": "no-such-group"},
 }
 
 

@@ -15,6 +15,7 @@ from infra.settings import (
     ObjectStoreSettings,
     SettingsError,
     TelemetrySettings,
+    WebhookSettings,
 )
 
 
@@ -60,6 +61,16 @@ def test_object_store_url_gives_bucket_prefix_and_endpoint() -> None:
             {"QUEUECORE_OTLP_HEADERS": "novalue"},
             "QUEUECORE_OTLP_HEADERS",
         ),
+        (
+            WebhookSettings.from_env,
+            {"QUEUECORE_WEBHOOKS_ALLOW_PRIVATE": "sometimes"},
+            "QUEUECORE_WEBHOOKS_ALLOW_PRIVATE",
+        ),
+        (
+            WebhookSettings.from_env,
+            {"QUEUECORE_WEBHOOK_MAX_ATTEMPTS": "0"},
+            "QUEUECORE_WEBHOOK_MAX_ATTEMPTS",
+        ),
     ],
 )
 def test_bad_values_name_the_variable(loader: object, env: dict[str, str], variable: str) -> None:
@@ -67,6 +78,12 @@ def test_bad_values_name_the_variable(loader: object, env: dict[str, str], varia
         loader(env)  # type: ignore[operator]
     assert info.value.variable == variable
     assert str(info.value).startswith(variable)
+
+
+def test_webhooks_refuse_private_addresses_unless_told_otherwise() -> None:
+    assert WebhookSettings.from_env({}).allow_private is False
+    allowed = WebhookSettings.from_env({"QUEUECORE_WEBHOOKS_ALLOW_PRIVATE": "TRUE"})
+    assert allowed.allow_private is True
 
 
 def test_otlp_headers_are_parsed() -> None:

@@ -43,6 +43,9 @@ class Services:
             "QUEUECORE_DATABASE_URL": self.database_url,
             "QUEUECORE_REDIS_URL": self.redis_url,
             "QUEUECORE_OBJECT_STORE_URL": self.object_store_url,
+            # Webhook receivers in tests listen on 127.0.0.1; a short backoff keeps retries quick.
+            "QUEUECORE_WEBHOOKS_ALLOW_PRIVATE": "true",
+            "QUEUECORE_WEBHOOK_RETRY_BASE_MS": "500",
         }
         if self.s3_endpoint:
             env["QUEUECORE_S3_ENDPOINT_URL"] = self.s3_endpoint

@@ -1,0 +1,62 @@
+"""``/v1/alerts/endpoint``: where the environment's DLQ alert webhooks go (admin scope)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import Controller, Request, delete, get, put
+from litestar.params import Body
+
+from control_plane.auth import auth_context
+from control_plane.resources import resources_of
+from data_plane import alerts
+from data_plane.alert_schemas import AlertEndpointRequest, AlertEndpointView
+from infra import settings
+
+
+def endpoint_view(endpoint: alerts.AlertEndpoint) -> AlertEndpointView:
+    """Render an endpoint; ``secret`` only when the call made it."""
+    return AlertEndpointView(
+        url=endpoint.url,
+        secret_hint=endpoint.secret_hint,
+        created_at=endpoint.created_at,
+        updated_at=endpoint.updated_at,
+        secret_created_at=endpoint.secret_created_at,
+        secret=endpoint.secret,
+    )
+
+
+class AlertsController(Controller):
+    """Get, set and remove the alert webhook endpoint of the calling key's environment."""
+
+    path = "/alerts/endpoint"
+    tags = ["alerts"]
+    opt = {"scope": "admin"}
+
+    @get("/", summary="The alert webhook endpoint (its secret as a hint only)")
+    async def get_endpoint(self, request: Request[Any, Any, Any]) -> AlertEndpointView:
+        """404 ``ALERT_ENDPOINT_NOT_FOUND`` when none is configured."""
+        async with resources_of(request.app).db.connection() as conn:
+            endpoint = await alerts.get_endpoint(conn, auth_context(request).environment_id)
+        return endpoint_view(endpoint)
+
+    @put("/", summary="Set the alert webhook endpoint; a new secret is in this response only")
+    async def put_endpoint(
+        self, request: Request[Any, Any, Any], data: Annotated[AlertEndpointRequest, Body()]
+    ) -> AlertEndpointView:
+        """A signing secret is made on creation, and again with ``rotateSecret``."""
+        async with resources_of(request.app).db.connection() as conn:
+            endpoint = await alerts.put_endpoint(
+                conn,
+                auth_context(request).environment_id,
+                data.url,
+                rotate_secret=data.rotate_secret,
+                allow_private=settings.webhooks().allow_private,
+            )
+        return endpoint_view(endpoint)
+
+    @delete("/", summary="Remove the alert webhook endpoint")
+    async def delete_endpoint(self, request: Request[Any, Any, Any]) -> None:
+        """Alerts keep being raised and re-armed, but none is sent."""
+        async with resources_of(request.app).db.connection() as conn:
+            await alerts.delete_endpoint(conn, auth_context(request).environment_id)
