@@ -54,7 +54,10 @@ class Model:
         self.published |= {(r["partition"], r["offset"]) for r in response.json()["results"]}
 
     def pull(self, member: str) -> int:
-        delivered = self.group.pull(member, max_messages=self.rng.randint(1, 8))
+        return self.took(member, self.group.pull(member, max_messages=self.rng.randint(1, 8)))
+
+    def took(self, member: str, delivered: list[dict[str, Any]]) -> int:
+        """Check and note a pull's deliveries; how many."""
         for message in delivered:
             where = (message["partition"], message["offset"])
             # A message whose ack succeeded is never delivered again.
@@ -121,7 +124,10 @@ class Model:
         assert sorted(response.json()["extended"]) == sorted(ids)
 
     def replace_member(self) -> None:
-        leaving = self.rng.choice(self.members)
+        self.replace(self.rng.choice(self.members))
+
+    def replace(self, leaving: str) -> None:
+        """``leaving`` leaves the group and a new member joins."""
         response = self.group.client.delete(
             f"{self.group.base}/members/{leaving}", headers=self.group.headers
         )
