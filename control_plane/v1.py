@@ -11,6 +11,7 @@ from control_plane.consume import ConsumeController
 from control_plane.dlq import DeadLetterController
 from control_plane.groups import GroupsController
 from control_plane.keys import KeysController
+from control_plane.lag import LagController
 from control_plane.messages import MessagesController
 from control_plane.rate_limit import rate_limit_middleware
 from control_plane.topics import PublishController, TopicsController
@@ -29,6 +30,7 @@ def v1_router() -> Router:
             GroupsController,
             ConsumeController,
             DeadLetterController,
+            LagController,
         ],
         middleware=[
             DefineMiddleware(ApiKeyAuthenticationMiddleware),

@@ -1,5 +1,5 @@
 """Celery tasks of the data plane: topic deletion, orphan GC, retention, member eviction,
-ack tombstones, DLQ alerts and their webhook deliveries.
+ack tombstones, DLQ alerts and their webhook deliveries, lag snapshots and their purge.
 
 Each task is a thin shell around an async service of :mod:`data_plane.cleanup` or
 :mod:`data_plane.groups`: it opens one psycopg ``AsyncConnection`` from the same settings the
@@ -21,7 +21,7 @@ from celery import Task, shared_task
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from data_plane import alerts, cleanup, groups, webhooks
+from data_plane import alerts, cleanup, groups, lag, webhooks
 from data_plane.cleanup import CleanupReport, Conn
 from data_plane.delivery import store
 from infra import settings
@@ -113,3 +113,16 @@ def deliver_webhook(self: Task[Any, Any], delivery_id: str) -> dict[str, Any]:
     if outcome.retry_in_s is not None:
         raise self.retry(countdown=outcome.retry_in_s)
     return outcome.as_dict()
+
+
+@shared_task(name="data_plane.snapshot_lag")
+def snapshot_lag(topic_id: str | None = None) -> dict[str, int]:
+    """Record this minute's lag of every group and partition (once a minute, however often run)."""
+    recorded = asyncio.run(_connected(lambda conn: lag.take_snapshots(conn, topic_id=topic_id)))
+    return {"snapshotsRecorded": recorded}
+
+
+@shared_task(name="data_plane.purge_lag_snapshots")
+def purge_lag_snapshots(keep_s: float = lag.SNAPSHOT_KEEP_S) -> dict[str, int]:
+    """Delete lag snapshots and series points older than ``keep_s`` (seven days by default)."""
+    return asyncio.run(_connected(lambda conn: lag.purge_snapshots(conn, keep_s))).as_dict()

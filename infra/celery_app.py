@@ -12,6 +12,7 @@ from infra import settings
 TASK_MODULES = [
     "observability.tasks",
     "data_plane.tasks",
+    "spark_pipelines.tasks",
 ]
 
 # Members are otherwise evicted, and added partitions assigned, only by membership operations on
@@ -22,6 +23,11 @@ SWEEP_GROUPS_S = 5.0
 # How late a DLQ alert can be: a group's depth reaches its threshold, and within this (plus the
 # time to queue and send) its webhook goes out. One bounded count per group with a threshold.
 CHECK_DLQ_ALERTS_S = 10.0
+# Lag snapshots once a minute (a run that waited past its minute is dropped: the series has a gap
+# the analytics job spans); the job over the last 10 min every 5 min; purge daily (keeps 7 days).
+SNAPSHOT_LAG_S = 60.0
+RUN_LAG_ANALYTICS_S = 300.0
+PURGE_LAG_SNAPSHOTS_S = 86_400.0
 
 
 def create_celery() -> Celery:
@@ -50,6 +56,17 @@ def create_celery() -> Celery:
             ),
             "check-dlq-alerts": _scheduled(
                 "data_plane.check_dlq_alerts", CHECK_DLQ_ALERTS_S, expires=CHECK_DLQ_ALERTS_S
+            ),
+            "snapshot-lag": _scheduled(
+                "data_plane.snapshot_lag", SNAPSHOT_LAG_S, expires=SNAPSHOT_LAG_S
+            ),
+            "purge-lag-snapshots": _scheduled(
+                "data_plane.purge_lag_snapshots", PURGE_LAG_SNAPSHOTS_S
+            ),
+            "run-lag-analytics": _scheduled(
+                "spark_pipelines.run_lag_analytics",
+                RUN_LAG_ANALYTICS_S,
+                expires=RUN_LAG_ANALYTICS_S,
             ),
         },
     )

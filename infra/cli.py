@@ -1,4 +1,4 @@
-"""The ``queuecore`` command: dev, serve, worker, beat, migrate, tenants."""
+"""The ``queuecore`` command: dev, serve, worker, beat, migrate, tenants, spark."""
 
 from __future__ import annotations
 
@@ -79,6 +79,12 @@ def _tenants(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _spark(args: argparse.Namespace) -> int:
+    from spark_pipelines.cli import run
+
+    return run(args)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "dev": _dev,
     "serve": _serve,
@@ -86,6 +92,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "beat": _beat,
     "migrate": _migrate,
     "tenants": _tenants,
+    "spark": _spark,
 }
 
 
@@ -109,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tenants.cli import add_tenants_parser  # the operator commands live with their domain
 
     add_tenants_parser(sub)
+    from spark_pipelines.cli import add_spark_parser
+
+    add_spark_parser(sub)
     return parser
 
 

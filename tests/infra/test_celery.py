@@ -27,6 +27,15 @@ def test_registered_tasks_include_the_domain_modules(services: Services) -> None
     assert "queuecore.ping" in app.tasks
 
 
+def test_every_scheduled_task_is_registered(services: Services) -> None:
+    # A worker drops a task it does not know, so a misspelt beat entry would otherwise pass below.
+    app = celery_app()
+    app.loader.import_default_modules()
+    scheduled = {entry["task"] for entry in app.conf.beat_schedule.values()}
+    assert {"data_plane.snapshot_lag", "spark_pipelines.run_lag_analytics"} <= scheduled
+    assert scheduled - set(app.tasks) == set()
+
+
 # Arguments that make each scheduled task a no-op on the shared test database.
 HARMLESS: dict[str, dict[str, object]] = {
     "data_plane.delete_topic_data": {"topic_id": "no-such-topic"},
@@ -34,6 +43,13 @@ HARMLESS: dict[str, dict[str, object]] = {
     "data_plane.collect_orphans": {"grace_s": 10**9},
     "data_plane.purge_settled_acks": {"grace_s": 10**9},
     "data_plane.check_dlq_alerts": {"group_id": "no-such-group"},
+    "data_plane.snapshot_lag": {"topic_id": "no-such-topic"},
+    "data_plane.purge_lag_snapshots": {"keep_s": 10**9},
+    # A window without snapshots: the task returns before starting Spark.
+    "spark_pipelines.run_lag_analytics": {
+        "since": "2000-01-01T00:00:00+00:00",
+        "until": "2000-01-01T00:10:00+00:00",
+    },
 }
 
 

@@ -1,0 +1,68 @@
+"""``queuecore spark …``: run a Spark job once, from the command line or a Celery task.
+
+PySpark is imported only when a job runs: ``queuecore`` builds this parser for every
+sub-command, and a worker or API process without the ``spark`` extra must still start.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+# The lag analytics job's default window, as beat runs it (every 5 min): each bucket is computed
+# in two runs, so one whose snapshot came late is filled in by the next.
+LAG_WINDOW_S = 600
+
+
+def add_spark_parser(sub: Any) -> None:
+    """Register ``spark`` and its jobs on the ``queuecore`` parser."""
+    spark = sub.add_parser("spark", help="run a Spark job once (master: QUEUECORE_SPARK_MASTER)")
+    jobs = spark.add_subparsers(dest="spark_job", required=True)
+    add_lag_analytics_arguments(
+        jobs.add_parser(
+            "lag-analytics",
+            help="turn lag snapshots into per-group lag, rate and time-to-drain series",
+        )
+    )
+
+
+def add_lag_analytics_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--since``, ``--until`` and ``--bucket-s`` of the lag analytics job."""
+    parser.add_argument(
+        "--since",
+        type=timestamp,
+        default=None,
+        help="ISO 8601 (UTC if no offset); default: until - 10 min",
+    )
+    parser.add_argument(
+        "--until", type=timestamp, default=None, help="ISO 8601 (UTC if no offset); default: now"
+    )
+    parser.add_argument("--bucket-s", type=int, default=60, help="bucket width in seconds")
+
+
+def timestamp(text: str) -> datetime:
+    """An ISO 8601 time; one without an offset is UTC."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def default_window(
+    since: datetime | None, until: datetime | None, now: datetime, bucket_s: int = 60
+) -> tuple[datetime, datetime]:
+    """``until`` defaults to the start of the current bucket, ``since`` to :data:`LAG_WINDOW_S`
+    before ``until``."""
+    if until is None:
+        until = datetime.fromtimestamp(int(now.timestamp()) // bucket_s * bucket_s, UTC)
+    return since or until - timedelta(seconds=LAG_WINDOW_S), until
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the job named on the command line; prints its report as one JSON line."""
+    from spark_pipelines import lag_analytics
+
+    jobs = {"lag-analytics": lag_analytics.run_cli}
+    return jobs[args.spark_job](args)

@@ -1,0 +1,87 @@
+"""Celery tasks of the Spark pipelines: the schedule that submits Spark jobs.
+
+A job runs in a child process (``python -m spark_pipelines.lag_analytics``), not inside the
+worker: a JVM kept in every pool process would hold hundreds of megabytes for a job that runs a
+few seconds every few minutes, and a driver that crashes must not take the worker with it. The
+child inherits the worker's ``QUEUECORE_*`` environment, so it uses the same services; with a
+cluster master (``QUEUECORE_SPARK_MASTER``) the same command drives the job on the cluster.
+Before starting one, the task checks (one indexed ``EXISTS``) that the window has snapshots, so
+an idle installation starts no JVM. Jobs upsert, so a run repeated or overlapping is harmless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from celery import shared_task
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+
+from data_plane import lag_queries
+from infra import settings
+from infra.errors import ServerError
+from observability.logging import get_logger
+from spark_pipelines.cli import default_window, timestamp
+
+# Below the beat interval (5 min), so a stuck run ends before the next one starts.
+JOB_TIMEOUT_S = 240.0
+STDERR_TAIL_CHARS = 2_000
+log = get_logger("queuecore.spark")
+
+
+class SparkJobFailed(ServerError):
+    """A Spark job's process exited with an error or ran past its time limit."""
+
+    code = "SPARK_JOB_FAILED"
+
+
+@shared_task(name="spark_pipelines.run_lag_analytics")
+def run_lag_analytics(since: str | None = None, until: str | None = None) -> dict[str, Any]:
+    """Turn the window's lag snapshots (the last 10 min by default) into the group lag series."""
+    start, end = default_window(
+        timestamp(since) if since else None, timestamp(until) if until else None, datetime.now(UTC)
+    )
+    window = {"since": start.isoformat(), "until": end.isoformat()}
+    if importlib.util.find_spec("pyspark") is None:
+        log.warning("spark_job_skipped", job="lag-analytics", reason="pyspark is not installed")
+        return {**window, "skipped": "pyspark is not installed"}
+    if not asyncio.run(_has_snapshots(start, end)):
+        return {**window, "skipped": "no snapshots in the window"}
+    return submit(
+        "spark_pipelines.lag_analytics", ["--since", window["since"], "--until", window["until"]]
+    )
+
+
+async def _has_snapshots(since: datetime, until: datetime) -> bool:
+    async with await AsyncConnection.connect(
+        settings.database().url, autocommit=True, row_factory=dict_row, connect_timeout=5
+    ) as conn:
+        row = await (
+            await conn.execute(lag_queries.ANY_SNAPSHOTS, {"since": since, "until": until})
+        ).fetchone()
+        return bool(row and row["found"])
+
+
+def submit(module: str, args: list[str], timeout_s: float = JOB_TIMEOUT_S) -> dict[str, Any]:
+    """Run a job module in a child process; its report (the last line it prints, JSON)."""
+    command = [sys.executable, "-m", module, *args]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise SparkJobFailed(f"{module} ran past {timeout_s:.0f} s", module=module) from None
+    if done.returncode != 0:
+        tail = done.stderr[-STDERR_TAIL_CHARS:]
+        log.error("spark_job_failed", module=module, exit_code=done.returncode, stderr=tail)
+        raise SparkJobFailed(f"{module} exited with {done.returncode}", module=module)
+    lines = done.stdout.strip().splitlines()
+    report: dict[str, Any] = json.loads(lines[-1]) if lines else {}
+    log.info("spark_job_done", module=module, **report)
+    return report
