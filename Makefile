@@ -6,10 +6,11 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: dev test lint install clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml sdk/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[dev,spark]"
+	$(BIN)/pip install --quiet -e sdk/python
 	touch $(STAMP)
 
 install: $(STAMP)

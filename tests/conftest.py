@@ -12,7 +12,8 @@ import pytest
 from litestar.testing import TestClient
 
 from infra import migrate, settings
-from tests.support.processes import queuecore, stop, wait_for
+from infra.embedded import free_port_block
+from tests.support.processes import http_status, queuecore, stop, wait_for
 from tests.support.services import Services, start_services, unavailable
 
 
@@ -41,6 +42,19 @@ def client(services: Services) -> Iterator[TestClient]:
 
     with TestClient(app=create_app(), raise_server_exceptions=False) as test_client:
         yield test_client
+
+
+@pytest.fixture(scope="module")
+def api(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``queuecore serve`` process (one worker) for the module; yields its base URL."""
+    port, log = free_port_block(), tmp_path_factory.mktemp("api") / "serve.log"
+    proc = queuecore(
+        ["serve", "--workers", "1"], {**services.env(), "QUEUECORE_HTTP_PORT": str(port)}, log
+    )
+    base = f"http://127.0.0.1:{port}"
+    wait_for(lambda: http_status(f"{base}/readyz") == 200, 60, "api ready", proc, log)
+    yield base
+    stop(proc)
 
 
 @pytest.fixture

@@ -9,30 +9,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from infra.embedded import free_port_block
-from tests.support.processes import http_status, queuecore, stop, wait_for
+from tests.support.processes import wait_for
 from tests.support.services import Services
 from tests.support.tenancy import new_organisation
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def api(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port, log = free_port_block(), tmp_path_factory.mktemp("api") / "serve.log"
-    proc = queuecore(
-        ["serve", "--workers", "1"], {**services.env(), "QUEUECORE_HTTP_PORT": str(port)}, log
-    )
-    base = f"http://127.0.0.1:{port}"
-    wait_for(lambda: http_status(f"{base}/readyz") == 200, 60, "api ready", proc, log)
-    yield base
-    stop(proc)
 
 
 def setup_topic(base: str, key: str, name: str, partitions: int, **group: object) -> httpx.Client:

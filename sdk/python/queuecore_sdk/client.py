@@ -1,0 +1,186 @@
+"""``QueueCore``: the client object, publishing, and the entry points to every resource."""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from queuecore_sdk._http import Transport
+from queuecore_sdk.consumer import Consumer
+from queuecore_sdk.groups import ConsumerGroups, DeadLetters, Offsets
+from queuecore_sdk.models import (
+    BatchResult,
+    DeadLetterPolicy,
+    Duration,
+    OutgoingMessage,
+    PublishResult,
+)
+from queuecore_sdk.topics import Topics, path
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8080"
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_MAX_RETRIES = 3
+MAX_BATCH = 1000
+VERSION = "0.1.0"
+
+
+def new_idempotency_key() -> str:
+    """A fresh key for one message: ``sdk_`` + 32 hex characters."""
+    return f"sdk_{uuid.uuid4().hex}"
+
+
+class QueueCore:
+    """A client of one QueueCore environment (the API key's); safe to share between threads.
+
+    ``api_key`` and ``base_url`` default to ``QUEUECORE_API_KEY`` and ``QUEUECORE_URL``.
+    ``timeout`` is in seconds. ``max_retries`` bounds the retries of one call (see the README
+    for which calls are retried). With ``idempotent_publish`` (the default) every published
+    message carries an idempotency key, generated when not given, so a publish retried after
+    a lost answer is never stored twice on an exactly-once topic.
+    """
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        logger: logging.Logger | None = None,
+        idempotent_publish: bool = True,
+    ) -> None:
+        key = api_key or os.environ.get("QUEUECORE_API_KEY")
+        if not key:
+            raise ValueError("no API key: pass api_key= or set QUEUECORE_API_KEY")
+        self.base_url = base_url or os.environ.get("QUEUECORE_URL") or DEFAULT_BASE_URL
+        self.logger = logger or logging.getLogger("queuecore_sdk")
+        self.idempotent_publish = idempotent_publish
+        self._key_hint = f"{key[:11]}…{key[-4:]}" if len(key) > 15 else "…"
+        self._transport = Transport(
+            key, self.base_url, timeout, max_retries, self.logger, f"queuecore-sdk-python/{VERSION}"
+        )
+        self.topics = Topics(self._transport)
+        self.offsets = Offsets(self._transport)
+        self.consumer_groups = ConsumerGroups(self._transport, self.offsets)
+        self.dlq = DeadLetters(self._transport)
+
+    def __repr__(self) -> str:
+        return f"QueueCore(base_url={self.base_url!r}, api_key={self._key_hint!r})"
+
+    def __enter__(self) -> QueueCore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the pooled HTTP connections (consumers made by this client stop working)."""
+        self._transport.close()
+
+    def health(self) -> dict[str, Any]:
+        """``GET /healthz``: the API process answers (no key needed)."""
+        return dict(self._transport.request("GET", "/healthz", idempotent=True))
+
+    def ready(self) -> dict[str, Any]:
+        """``GET /readyz``: PostgreSQL, S3 and Redis checks; :class:`Unavailable` when one fails."""
+        return dict(self._transport.request("GET", "/readyz", idempotent=True))
+
+    def publish(
+        self,
+        topic: str,
+        data: Any,
+        *,
+        key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> PublishResult:
+        """Publish one message (any JSON value); answered once it is durable."""
+        message = self._outgoing(
+            OutgoingMessage(data, key, dict(headers or {}) or None, idempotency_key)
+        )
+        answer = self._transport.request(
+            "POST",
+            path("topics", topic, "messages"),
+            json=message,
+            idempotent="idempotencyKey" in message,
+        )
+        return PublishResult.from_wire(answer, message.get("idempotencyKey"))
+
+    def publish_batch(self, topic: str, messages: Iterable[OutgoingMessage | Any]) -> BatchResult:
+        """Publish up to 1000 messages atomically: all get offsets in one commit, or none.
+
+        An item that is an :class:`OutgoingMessage` brings its key, headers and idempotency
+        key; any other item is the message's data as it is (a dict included).
+        """
+        wire = [self._outgoing(item) for item in messages]
+        if not 1 <= len(wire) <= MAX_BATCH:
+            raise ValueError(f"a batch holds 1 to {MAX_BATCH} messages, not {len(wire)}")
+        answer = self._transport.request(
+            "POST",
+            path("topics", topic, "messages", "batch"),
+            json={"messages": wire},
+            idempotent=all("idempotencyKey" in m for m in wire),
+        )
+        return BatchResult.from_wire(answer)
+
+    def consume(
+        self,
+        topic: str,
+        group: str,
+        *,
+        start_from: Literal["earliest", "latest"] | None = None,
+        ack_timeout: Duration | None = None,
+        max_in_flight: int | None = None,
+        dead_letter: DeadLetterPolicy | Mapping[str, Any] | None = None,
+        session_timeout: Duration | None = None,
+        batch_size: int = 10,
+        wait: float = 10.0,
+        stream: bool = False,
+        client_id: str | None = None,
+    ) -> Consumer:
+        """A consumer in ``group``; it joins on ``start()``, ``run()`` or iteration.
+
+        ``start_from``, ``ack_timeout``, ``max_in_flight`` and ``dead_letter`` configure the
+        group first (admin scope; settings not given are kept). ``session_timeout`` is this
+        member's own. ``batch_size`` messages are leased per pull, which waits up to ``wait``
+        seconds for one; ``stream=True`` receives by Server-Sent Events instead.
+        """
+        settings = (start_from, ack_timeout, max_in_flight, dead_letter)
+        if any(value is not None for value in settings):
+            self.consumer_groups.configure(
+                topic,
+                group,
+                start_from=start_from,
+                ack_timeout=ack_timeout,
+                max_in_flight=max_in_flight,
+                dead_letter=dead_letter,
+            )
+        return Consumer(
+            self._transport,
+            topic,
+            group,
+            batch_size=batch_size,
+            wait_s=wait,
+            stream=stream,
+            client_id=client_id,
+            session_timeout=session_timeout,
+            logger=self.logger,
+        )
+
+    def _outgoing(self, item: OutgoingMessage | Any) -> dict[str, Any]:
+        """The wire shape of one message, with an idempotency key when publishing is idempotent."""
+        message = item if isinstance(item, OutgoingMessage) else OutgoingMessage(item)
+        wire: dict[str, Any] = {"data": message.data}
+        if message.key is not None:
+            wire["key"] = message.key
+        if message.headers:
+            wire["headers"] = dict(message.headers)
+        idempotency_key = message.idempotency_key
+        if idempotency_key is None and self.idempotent_publish:
+            idempotency_key = new_idempotency_key()
+        if idempotency_key is not None:
+            wire["idempotencyKey"] = idempotency_key
+        return wire

@@ -1,0 +1,218 @@
+"""``pq.consumer_groups``, ``pq.offsets`` and ``pq.dlq``: a group's settings, position and DLQ."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal, overload
+
+from queuecore_sdk._http import Transport
+from queuecore_sdk.errors import NotFound
+from queuecore_sdk.models import (
+    DeadLetter,
+    DeadLetterPage,
+    DeadLetterPolicy,
+    Duration,
+    Group,
+    GroupSummary,
+    PartitionOffset,
+    duration_wire,
+)
+from queuecore_sdk.topics import path
+
+ResetTo = Literal["earliest", "latest"] | int
+
+
+def group_path(topic: str, group: str, *rest: str) -> str:
+    """``/v1/topics/{topic}/groups/{group}/…``."""
+    return path("topics", topic, "groups", group, *rest)
+
+
+def dead_letter_policy(value: DeadLetterPolicy | Mapping[str, Any] | None) -> DeadLetterPolicy:
+    """A policy from a :class:`DeadLetterPolicy` or a mapping of its snake_case fields."""
+    if value is None:
+        return DeadLetterPolicy()
+    return value if isinstance(value, DeadLetterPolicy) else DeadLetterPolicy(**value)
+
+
+def merged_config(
+    current: Mapping[str, Any],
+    start_from: str | None,
+    ack_timeout: Duration | None,
+    max_in_flight: int | None,
+    session_timeout: Duration | None,
+    dead_letter: DeadLetterPolicy,
+) -> dict[str, Any]:
+    """The group's current settings (camelCase) with the given ones on top."""
+    changes = {
+        "startFrom": start_from,
+        "ackTimeout": None if ack_timeout is None else duration_wire(ack_timeout),
+        "maxInFlight": max_in_flight,
+        "sessionTimeout": None if session_timeout is None else duration_wire(session_timeout),
+    }
+    body = {**current, **{k: v for k, v in changes.items() if v is not None}}
+    dead = {
+        "maxRetries": dead_letter.max_retries,
+        "retryDelay": None
+        if dead_letter.retry_delay is None
+        else duration_wire(dead_letter.retry_delay),
+        "alertThreshold": dead_letter.alert_threshold,
+    }
+    known = dict(current.get("deadLetter") or {})
+    body["deadLetter"] = {**known, **{k: v for k, v in dead.items() if v is not None}}
+    return body
+
+
+class ConsumerGroups:
+    """The consumer groups of a topic."""
+
+    def __init__(self, transport: Transport, offsets: Offsets) -> None:
+        self._transport = transport
+        self._offsets = offsets
+
+    def list(self, topic: str) -> builtins.list[GroupSummary]:
+        """``[GroupSummary(name, consumers, lag, dead_letters)]``; consumers counts live members only."""
+        body = self._transport.request("GET", path("topics", topic, "groups"), idempotent=True)
+        return [GroupSummary(g["name"], g["consumers"], g["lag"], g["deadLetters"]) for g in body]
+
+    def describe(self, topic: str, group: str) -> Group:
+        """Members, partition owners, committed offsets, lag and settings."""
+        return Group.from_wire(
+            self._transport.request("GET", group_path(topic, group), idempotent=True)
+        )
+
+    def configure(
+        self,
+        topic: str,
+        group: str,
+        *,
+        start_from: Literal["earliest", "latest"] | None = None,
+        ack_timeout: Duration | None = None,
+        max_in_flight: int | None = None,
+        session_timeout: Duration | None = None,
+        dead_letter: DeadLetterPolicy | Mapping[str, Any] | None = None,
+    ) -> Group:
+        """Create or change a group (admin scope); settings not given keep their current value.
+
+        The API replaces a group's whole configuration, so the SDK reads it first and sends it
+        back with your changes; two concurrent ``configure`` calls may overwrite each other.
+        """
+        current = self._current_config(topic, group)
+        body = merged_config(
+            current,
+            start_from,
+            ack_timeout,
+            max_in_flight,
+            session_timeout,
+            dead_letter_policy(dead_letter),
+        )
+        answer = self._transport.request(
+            "PUT", group_path(topic, group), json=body, idempotent=True
+        )
+        return Group.from_wire(answer)
+
+    def delete(self, topic: str, group: str) -> None:
+        """Delete a group with its members and committed offsets (admin scope)."""
+        self._transport.request("DELETE", group_path(topic, group), idempotent=False)
+
+    def reset_offsets(self, topic: str, group: str, to: ResetTo) -> builtins.list[PartitionOffset]:
+        """Move every partition to ``"earliest"``, ``"latest"`` or an offset (no members allowed)."""
+        return self._offsets.reset(topic, group, to)
+
+    def _current_config(self, topic: str, group: str) -> dict[str, Any]:
+        try:
+            return dict(self.describe(topic, group).raw_config)
+        except NotFound as exc:
+            if exc.code == "GROUP_NOT_FOUND":
+                return {}
+            raise
+
+
+class Offsets:
+    """Where a group is in each partition, and moving it."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+
+    @overload
+    def get(self, topic: str, group: str, partition: int) -> PartitionOffset: ...
+
+    @overload
+    def get(self, topic: str, group: str, partition: None = None) -> list[PartitionOffset]: ...
+
+    def get(
+        self, topic: str, group: str, partition: int | None = None
+    ) -> PartitionOffset | list[PartitionOffset]:
+        """One partition's ``current``, ``latest`` and ``lag``; every partition's without one."""
+        body = self._transport.request(
+            "GET",
+            group_path(topic, group, "offsets"),
+            params={"partition": partition},
+            idempotent=True,
+        )
+        if partition is not None:
+            return PartitionOffset.from_wire(body, partition)
+        return [PartitionOffset.from_wire(p) for p in body["partitions"]]
+
+    def seek(self, topic: str, group: str, partition: int, offset: int) -> PartitionOffset:
+        """Deliver ``partition`` from ``offset`` on (admin scope); its in-flight leases are dropped."""
+        body = self._transport.request(
+            "POST",
+            group_path(topic, group, "offsets", "seek"),
+            json={"partition": partition, "offset": offset},
+            idempotent=True,
+        )
+        return PartitionOffset.from_wire(body, partition)
+
+    def reset(self, topic: str, group: str, to: ResetTo) -> list[PartitionOffset]:
+        """Move every partition (admin scope); :class:`Conflict` while the group has members."""
+        body = self._transport.request(
+            "POST", group_path(topic, group, "offsets", "reset"), json={"to": to}, idempotent=True
+        )
+        return [PartitionOffset.from_wire(p) for p in body["partitions"]]
+
+
+class DeadLetters:
+    """A group's dead-letter queue: inspect (consume scope), replay (admin scope)."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+
+    def inspect(
+        self, topic: str, group: str, *, limit: int = 100, after: str | None = None
+    ) -> DeadLetterPage:
+        """Up to ``limit`` dead letters oldest first, after the message id ``after``."""
+        body = self._transport.request(
+            "GET",
+            group_path(topic, group, "dlq"),
+            params={"limit": limit, "after": after},
+            idempotent=True,
+        )
+        return DeadLetterPage.from_wire(body)
+
+    def messages(self, topic: str, group: str, *, page_size: int = 100) -> Iterator[DeadLetter]:
+        """Every dead letter of the queue, page by page."""
+        after: str | None = None
+        while True:
+            page = self.inspect(topic, group, limit=page_size, after=after)
+            yield from page.messages
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    def replay(self, topic: str, group: str, message_id: str) -> int:
+        """Deliver one dead letter to the group again, as attempt 1; returns 1.
+
+        Not retried after a lost answer: the repeat would be refused as already replayed.
+        """
+        body = self._transport.request(
+            "POST", group_path(topic, group, "dlq", message_id, "replay"), idempotent=False
+        )
+        return int(body["replayed"])
+
+    def replay_all(self, topic: str, group: str) -> int:
+        """Deliver every dead letter to the group again; returns how many."""
+        body = self._transport.request(
+            "POST", group_path(topic, group, "dlq", "replay"), idempotent=False
+        )
+        return int(body["replayed"])

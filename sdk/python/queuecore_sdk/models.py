@@ -1,0 +1,307 @@
+"""What the API returns, as typed, immutable values (camelCase JSON becomes snake_case)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+Duration = str | float | timedelta
+"""``"500ms"``, ``"30s"``, ``"5m"``, ``"1h"``; a ``timedelta``; or a number of seconds."""
+
+
+def duration_wire(value: Duration) -> str | int:
+    """A duration as the API takes it: the string as given, else whole milliseconds."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        raise TypeError("a duration cannot be a bool")
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    return round(seconds * 1000)
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO 8601 timestamp of the API (``…Z`` or ``+00:00``) as an aware datetime."""
+    return datetime.fromisoformat(text)
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingMessage:
+    """One message of :meth:`QueueCore.publish_batch` with a key, headers or idempotency key.
+
+    An item of a batch that is not an ``OutgoingMessage`` is taken as the message's data,
+    whatever its type, so a dict is always data and never read as options.
+    """
+
+    data: Any
+    key: str | None = None
+    headers: dict[str, str] | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStats:
+    """Retained messages, messages leased to consumers, live consumers, consumer groups."""
+
+    depth: int
+    in_flight: int
+    active_consumers: int
+    consumer_groups: int
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    """A topic; ``stats`` only from :meth:`Topics.describe`."""
+
+    id: str
+    name: str
+    partitions: int
+    retention: str
+    delivery: str
+    latency_class: str
+    status: str
+    created_at: datetime
+    stats: TopicStats | None = None
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Topic:
+        """Build from the API's JSON."""
+        stats = body.get("stats")
+        return cls(
+            id=body["id"],
+            name=body["name"],
+            partitions=body["partitions"],
+            retention=body["retention"],
+            delivery=body["delivery"],
+            latency_class=body["latencyClass"],
+            status=body["status"],
+            created_at=parse_time(body["createdAt"]),
+            stats=None
+            if stats is None
+            else TopicStats(
+                stats["depth"], stats["inFlight"], stats["activeConsumers"], stats["consumerGroups"]
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    """Where a published message was stored, once durable (on S3 and committed)."""
+
+    message_id: str
+    offset: int
+    partition: int
+    timestamp: datetime
+    latency_ms: int
+    idempotency_key: str | None
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any], idempotency_key: str | None) -> PublishResult:
+        """Build from the API's JSON."""
+        return cls(
+            body["messageId"],
+            body["offset"],
+            body["partition"],
+            parse_time(body["timestamp"]),
+            body["latency"],
+            idempotency_key,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem:
+    """One message of a batch, in request order."""
+
+    message_id: str
+    offset: int
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """A batch committed as one: all of its messages were stored, or none."""
+
+    count: int
+    latency_ms: int
+    results: list[BatchItem]
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> BatchResult:
+        """Build from the API's JSON."""
+        items = [BatchItem(r["messageId"], r["offset"], r["partition"]) for r in body["results"]]
+        return cls(body["count"], body["latency"], items)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    """One consumer group of a topic: live consumers, total lag, dead-letter queue depth."""
+
+    name: str
+    consumers: int
+    lag: int
+    dead_letters: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """A partition in a group: its owner (member id), committed offset and lag."""
+
+    id: int
+    consumer: str | None
+    offset: int
+    lag: int
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """A member (consumer) of a group."""
+
+    id: str
+    client_id: str
+    generation_id: int
+    last_heartbeat_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterPolicy:
+    """Retries before dead-lettering, the backoff base, the DLQ depth that alerts.
+
+    Given to :meth:`ConsumerGroups.configure`, a field left ``None`` keeps its current value.
+    """
+
+    max_retries: int | None = None
+    retry_delay: Duration | None = None
+    alert_threshold: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """A group's settings as the API reports them."""
+
+    start_from: str
+    ack_timeout: str
+    max_in_flight: int
+    session_timeout: str
+    dead_letter: DeadLetterPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A consumer group: members, partition owners, committed offsets, lag and settings."""
+
+    name: str
+    topic: str
+    consumers: int
+    generation_id: int
+    partitions: list[PartitionState]
+    members: list[Member]
+    config: GroupConfig
+    dead_letters: int  # the depth of its dead-letter queue
+    raw_config: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @property
+    def lag(self) -> int:
+        """Messages not yet done, over every partition."""
+        return sum(p.lag for p in self.partitions)
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Group:
+        """Build from the API's JSON."""
+        return cls(
+            name=body["name"],
+            topic=body["topic"],
+            consumers=body["consumers"],
+            generation_id=body["generationId"],
+            partitions=[
+                PartitionState(p["id"], p["consumer"], p["offset"], p["lag"])
+                for p in body["partitions"]
+            ],
+            members=[
+                Member(m["id"], m["clientId"], m["generationId"], parse_time(m["lastHeartbeatAt"]))
+                for m in body["members"]
+            ],
+            config=_group_config(body["config"]),
+            dead_letters=body["deadLetters"],
+            raw_config=body["config"],
+        )
+
+
+def _group_config(config: dict[str, Any]) -> GroupConfig:
+    dead = config.get("deadLetter") or {}
+    return GroupConfig(
+        start_from=config["startFrom"],
+        ack_timeout=config["ackTimeout"],
+        max_in_flight=config["maxInFlight"],
+        session_timeout=config["sessionTimeout"],
+        dead_letter=DeadLetterPolicy(
+            dead.get("maxRetries"), dead.get("retryDelay"), dead.get("alertThreshold")
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffset:
+    """A group's committed offset on a partition, the partition's end, and the lag between."""
+
+    partition: int
+    current: int
+    latest: int
+    lag: int
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any], partition: int | None = None) -> PartitionOffset:
+        """Build from the API's JSON (a single-partition answer does not repeat the partition)."""
+        where = int(body["partition"] if partition is None else partition)
+        return cls(where, body["current"], body["latest"], body["lag"])
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A message that exhausted its retries: the original, why it failed, when, how often."""
+
+    message_id: str
+    topic: str
+    partition: int
+    offset: int
+    data: Any
+    key: str | None
+    headers: dict[str, str]
+    timestamp: datetime
+    error: str
+    attempts: int
+    first_delivered_at: datetime
+    dead_at: datetime
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> DeadLetter:
+        """Build from the API's JSON."""
+        return cls(
+            message_id=body["messageId"],
+            topic=body["topic"],
+            partition=body["partition"],
+            offset=body["offset"],
+            data=body["data"],
+            key=body["key"],
+            headers=body["headers"],
+            timestamp=parse_time(body["timestamp"]),
+            error=body["error"],
+            attempts=body["attempts"],
+            first_delivered_at=parse_time(body["firstDeliveredAt"]),
+            dead_at=parse_time(body["deadAt"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterPage:
+    """Dead letters oldest first, the queue's depth, and the cursor of the next page."""
+
+    messages: list[DeadLetter]
+    depth: int
+    next_after: str | None
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> DeadLetterPage:
+        """Build from the API's JSON."""
+        return cls(
+            [DeadLetter.from_wire(m) for m in body["messages"]], body["depth"], body["nextAfter"]
+        )
