@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import anyio.to_thread
 from litestar import Litestar
 from litestar.config.compression import CompressionConfig
 from litestar.openapi import OpenAPIConfig
@@ -20,10 +21,12 @@ from control_plane.request_id import add_request_id_header, request_id_middlewar
 from control_plane.resources import lifespan
 from control_plane.sessions import SessionController
 from control_plane.topics import publishing
+from control_plane.tracing import tracing_plugins
 from control_plane.v1 import v1_router
 from infra import settings
 from infra.gc_tuning import freeze_startup_heap
 from observability import logging as qc_logging
+from observability import telemetry
 
 API_VERSION = "1.0.0"
 
@@ -37,6 +40,7 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
         exception_handlers=EXCEPTION_HANDLERS,
         before_send=[add_request_id_header],
         middleware=[request_id_middleware],
+        plugins=tracing_plugins(),
         openapi_config=OpenAPIConfig(
             title="QueueCore API",
             version=API_VERSION,
@@ -60,7 +64,14 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
 
 
 def create_server_app() -> Litestar:
-    """:func:`create_app` for a ``queuecore serve`` worker: also tunes its garbage collector."""
+    """:func:`create_app` for a ``queuecore serve`` worker: with telemetry (set up here, in the
+    server process, before the app binds to it) and a tuned garbage collector."""
+    telemetry.setup(settings.telemetry(), role="api")
     app = create_app()
     app.on_startup.append(freeze_startup_heap)
+    app.on_shutdown.append(_flush_telemetry)  # runs after the lifespan hooks' own last logs
     return app
+
+
+async def _flush_telemetry() -> None:
+    await anyio.to_thread.run_sync(telemetry.shutdown)

@@ -65,7 +65,8 @@ def request_id_middleware(app: ASGIApp) -> ASGIApp:
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in {"http", "websocket"}:
             clear()
-            request_id(scope)
+            # Bound again: the tracing hook may have made the id before this ``clear``.
+            bind(request_id=request_id(scope))
         await app(scope, receive, send)
 
     return middleware

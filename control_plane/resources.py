@@ -11,7 +11,7 @@ from litestar import Litestar
 
 from infra import settings
 from infra.db import AsyncPool, async_pool
-from infra.object_store import ObjectStore, S3ObjectStore
+from infra.object_store import ObjectStore, metered_store
 
 
 @dataclass
@@ -30,7 +30,7 @@ class Resources:
             redis=aioredis.Redis.from_url(
                 settings.redis().url, socket_timeout=2, socket_connect_timeout=2
             ),
-            objects=S3ObjectStore.from_settings(settings.object_store()),
+            objects=metered_store(settings.object_store()),
         )
 
     async def open(self) -> None:

@@ -20,7 +20,7 @@ from psycopg import AsyncConnection
 
 from data_plane import group_queries
 from data_plane import read_queries as q
-from infra.object_store import ObjectStore, S3ObjectStore
+from infra.object_store import ListedObject, ObjectStore
 from infra.settings import int_setting
 from observability.logging import get_logger
 
@@ -37,14 +37,6 @@ def orphan_grace_s_from_env() -> int:
     return int_setting("ORPHAN_GRACE_S", DEFAULT_ORPHAN_GRACE_S, 0, 30 * 86_400)
 
 
-@dataclass(frozen=True, slots=True)
-class ListedObject:
-    """An object key and when it was last written."""
-
-    key: str
-    last_modified: datetime
-
-
 class ListsObjects(Protocol):
     """A store that can list keys with their modification times."""
 
@@ -55,19 +47,9 @@ class ListsObjects(Protocol):
 def list_objects(objects: ObjectStore, prefix: str = "") -> list[ListedObject]:
     """Keys under ``prefix`` with S3's ``LastModified`` (the grace period needs their age)."""
     lister = getattr(objects, "list_objects", None)
-    if lister is not None:
-        return list(lister(prefix))
-    if not isinstance(objects, S3ObjectStore):
+    if lister is None:
         raise TypeError(f"{type(objects).__name__} cannot list objects with their ages")
-    paginator = objects.client.get_paginator("list_objects_v2")
-    strip = len(objects._key(""))
-    listed: list[ListedObject] = []
-    for page in paginator.paginate(Bucket=objects.bucket, Prefix=objects._key(prefix)):
-        listed += [
-            ListedObject(item["Key"][strip:], item["LastModified"])
-            for item in page.get("Contents", [])
-        ]
-    return listed
+    return list(lister(prefix))
 
 
 @dataclass(frozen=True, slots=True)

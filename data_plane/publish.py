@@ -51,6 +51,7 @@ from data_plane.writer import (
     TopicTarget,
 )
 from infra.db import AsyncPool
+from observability import metrics
 from tenants import service as tenants
 from tenants.tiers import Limits
 
@@ -266,6 +267,10 @@ class PublishService:
             _check_batch_size(len(requests), route)
         entries, size_bytes = self._entries(route, requests, batch)
         placements = await self._write(route, entries, size_bytes)
+        # Per request: a tenant's topic is never an attribute (docs/observability.md).
+        attributes = metrics.publish_attributes(route.exactly_once, route.target.latency_class)
+        metrics.MESSAGES_PUBLISHED.add(len(placements), attributes)
+        metrics.PUBLISHED_BYTES.add(size_bytes, attributes)
         topic_id = route.target.id
         return [
             Published(

@@ -26,7 +26,7 @@ from data_plane.cleanup import CleanupReport, Conn
 from data_plane.delivery import store
 from infra import settings
 from infra.celery_app import celery_app
-from infra.object_store import ObjectStore, S3ObjectStore
+from infra.object_store import ObjectStore, metered_store
 from observability.logging import get_logger
 
 Work = Callable[[Conn, ObjectStore], Awaitable[CleanupReport]]
@@ -38,7 +38,7 @@ log = get_logger("queuecore.tasks")
 @functools.cache
 def _object_store() -> ObjectStore:
     """One S3 client per worker process (boto3 clients are thread-safe and costly to build)."""
-    return S3ObjectStore.from_settings(settings.object_store())
+    return metered_store(settings.object_store())
 
 
 async def _connected(work: Callable[[Conn], Awaitable[Report]]) -> Report:

@@ -50,6 +50,7 @@ from data_plane.segment import BlockRef, Message, SegmentBuilder
 from infra.db import AsyncPool, autocommit
 from infra.object_store import ObjectStore
 from infra.settings import PREFIX, SettingsError, _int
+from observability import metrics
 from observability.logging import get_logger
 
 log = get_logger("queuecore.writer")
@@ -379,6 +380,7 @@ class SegmentWriter:
         _fail(publishes, PublishUnavailable("publishes kept conflicting; retry"))
 
     async def _flush_once(self, publishes: list[_Publish]) -> None:
+        started = time.perf_counter()
         key = segment_key()
         if sum(p.size_bytes for p in publishes) < INLINE_ENCODE_BYTES:
             layout, data, refs = _encode(publishes)
@@ -389,15 +391,21 @@ class SegmentWriter:
         except Exception as exc:
             log.warning("segment_put_failed", detail=f"{type(exc).__name__}: {exc}"[:300])
             _fail(publishes, PublishUnavailable("the object store write failed"))
+            _observe_flush(started, len(data), refs, "put_failed")
             return
         finally:
             self._upload_done()
         try:
             bases = await self._commit(key, len(data), refs, layout)
+        except _Rollback:
+            _observe_flush(started, len(data), refs, "conflict")
+            raise
         except (psycopg.Error, psycopg_pool.PoolTimeout, OSError) as exc:
             log.warning("segment_commit_failed", error=type(exc).__name__, detail=str(exc)[:200])
             _fail(publishes, PublishUnavailable("the offset commit failed"))
+            _observe_flush(started, len(data), refs, "commit_failed")
             return
+        _observe_flush(started, len(data), refs, "committed")
         blocks = _assign(key, refs, layout, bases)
         _succeed(publishes)
         self._announce(blocks)
@@ -414,7 +422,8 @@ class SegmentWriter:
         params = _commit_params(key, size, refs, layout)
         async with self.pool.connection() as conn, autocommit(conn):
             try:
-                rows = await (await conn.execute(q.COMMIT_FLUSH, params)).fetchall()
+                with metrics.db_statement("commit_flush"):
+                    rows = await (await conn.execute(q.COMMIT_FLUSH, params)).fetchall()
             except psycopg.Error as exc:
                 raise _conflict_of(exc) or exc from None
         bases = [row["base_offset"] for row in rows]
@@ -454,6 +463,14 @@ class SegmentWriter:
                 listener(blocks)
             except Exception as exc:
                 log.warning("on_committed_listener_failed", error=type(exc).__name__, exc_info=exc)
+
+
+def _observe_flush(started: float, size: int, refs: list[BlockRef], outcome: str) -> None:
+    """Record one flush attempt: three records per flush, whatever its message count."""
+    attributes = metrics.flush_attributes(outcome)
+    metrics.FLUSH_DURATION.record(time.perf_counter() - started, attributes)
+    metrics.FLUSH_SIZE.record(size, attributes)
+    metrics.FLUSH_MESSAGES.record(sum(ref.count for ref in refs), attributes)
 
 
 # --- the commit statement --------------------------------------------------------------------

@@ -70,6 +70,9 @@ def create_celery() -> Celery:
             ),
         },
     )
+    from observability import task_metrics
+
+    task_metrics.connect()
     return app
 
 
@@ -100,3 +103,20 @@ def _bind_task_context(task_id: str | None = None, task: Any = None, **_: Any) -
 
     qc_logging.clear()
     qc_logging.bind(task_id=task_id, task=getattr(task, "name", None))
+
+
+@signals.worker_process_init.connect
+def _start_telemetry(**_: Any) -> None:
+    """Each pool process exports on its own, set up after the fork (exporter threads do not
+    survive one, and every process needs its own ``service.instance.id``)."""
+    from observability import telemetry
+
+    telemetry.setup(settings.telemetry(), role="worker")
+
+
+@signals.worker_process_shutdown.connect
+def _stop_telemetry(**_: Any) -> None:
+    """Flush what the pool process buffered before it exits."""
+    from observability import telemetry
+
+    telemetry.shutdown()

@@ -18,6 +18,7 @@ def _serve(args: argparse.Namespace) -> int:
     settings.object_store()
     settings.redis()
     settings.webhooks()
+    settings.telemetry()  # exported from each server process (control_plane.app)
     from data_plane.writer import writer_settings
 
     writer_settings()
@@ -41,6 +42,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     settings.database()
     settings.webhooks()
+    settings.telemetry()  # exported from each pool process (infra.celery_app)
     argv = ["worker", "--loglevel", settings.logs().level, "--concurrency", str(args.concurrency)]
     if args.hostname:
         argv += ["--hostname", args.hostname]
@@ -50,11 +52,16 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _beat(args: argparse.Namespace) -> int:
     from infra.celery_app import celery_app
+    from observability import telemetry
 
     argv = ["beat", "--loglevel", settings.logs().level]
     if args.schedule:
         argv += ["--schedule", args.schedule]
-    celery_app().start(argv)
+    telemetry.setup(settings.telemetry(), role="beat")
+    try:
+        celery_app().start(argv)
+    finally:
+        telemetry.shutdown()
     return 0
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 PREFIX = "QUEUECORE_"
 
@@ -54,6 +55,18 @@ def int_setting(name: str, default: int, low: int, high: int) -> int:
 
 
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _ratio(name: str, default: float, env: Mapping[str, str] | None = None) -> float:
+    raw = _env(name, str(default), env)
+    assert raw is not None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(PREFIX + name, f"must be a number, got {raw!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise SettingsError(PREFIX + name, f"must be between 0 and 1, got {value}")
+    return value
 
 
 def _bool(name: str, default: bool, env: Mapping[str, str] | None = None) -> bool:
@@ -189,13 +202,26 @@ class LogSettings:
         )
 
 
+# GreptimeDB stores OTLP traces only through its trace pipeline; a header on the traces signal
+# alone, since the same header on logs would run the log lines through the trace pipeline.
+DEFAULT_TRACES_HEADERS = "x-greptime-pipeline-name=greptime_trace_v1"
+
+
 @dataclass(frozen=True, slots=True)
 class TelemetrySettings:
-    """OTLP/HTTP export (GreptimeDB's ``/v1/otlp``); off when no endpoint is set."""
+    """OTLP/HTTP export (GreptimeDB's ``/v1/otlp``); off when no endpoint is set.
+
+    ``otlp_headers`` go with every signal; ``logs_headers`` and ``traces_headers`` are added to
+    (and override) them for that signal only.
+    """
 
     otlp_endpoint: str | None
     otlp_headers: dict[str, str]
     service_name: str
+    export_interval_ms: int = 10_000
+    logs_headers: dict[str, str] = field(default_factory=dict)
+    traces_headers: dict[str, str] = field(default_factory=dict)
+    traces_sample_ratio: float = 1.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> TelemetrySettings:
@@ -205,18 +231,37 @@ class TelemetrySettings:
             _url("OTLP_ENDPOINT", endpoint, ("http", "https"))
         return cls(
             otlp_endpoint=endpoint,
-            otlp_headers=_headers(_env("OTLP_HEADERS", "", env) or ""),
+            otlp_headers=_headers("OTLP_HEADERS", _env("OTLP_HEADERS", "", env) or ""),
             service_name=_env("SERVICE_NAME", "queuecore", env) or "queuecore",
+            export_interval_ms=_int("OTLP_EXPORT_INTERVAL_MS", 10_000, 100, 600_000, env),
+            logs_headers=_headers("OTLP_LOGS_HEADERS", _env("OTLP_LOGS_HEADERS", "", env) or ""),
+            traces_headers=_headers(
+                "OTLP_TRACES_HEADERS",
+                _env("OTLP_TRACES_HEADERS", DEFAULT_TRACES_HEADERS, env) or "",
+            ),
+            traces_sample_ratio=_ratio("OTLP_TRACES_SAMPLE_RATIO", 1.0, env),
         )
 
+    def headers_for(self, signal: str) -> dict[str, str]:
+        """The headers of one signal's export requests (``metrics``, ``logs`` or ``traces``)."""
+        extra = {"logs": self.logs_headers, "traces": self.traces_headers}.get(signal, {})
+        merged = {name.lower(): (name, value) for name, value in self.otlp_headers.items()}
+        merged.update((name.lower(), (name, value)) for name, value in extra.items())
+        return dict(merged.values())
 
-def _headers(raw: str) -> dict[str, str]:
+
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def _headers(variable: str, raw: str) -> dict[str, str]:
+    """``name=value,name2=value2``; values may be percent-encoded, as in OTEL_EXPORTER_OTLP_HEADERS."""
     headers: dict[str, str] = {}
     for item in filter(None, (part.strip() for part in raw.split(","))):
         name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise SettingsError(PREFIX + "OTLP_HEADERS", "must look like 'name=value,name2=value2'")
-        headers[name.strip()] = value.strip()
+        name, value = name.strip(), unquote(value.strip())
+        if not sep or not _HEADER_NAME.match(name) or any(c in value for c in "\r\n\0"):
+            raise SettingsError(PREFIX + variable, "must look like 'name=value,name2=value2'")
+        headers[name] = value
     return headers
 
 

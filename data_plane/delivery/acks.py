@@ -29,6 +29,7 @@ from data_plane.leases import RangeBits, group_by_lease, named_bits, parse_range
 from data_plane.reader import SegmentReader
 from infra.db import autocommit
 from infra.errors import ValidationFailed
+from observability import metrics
 
 
 @dataclass
@@ -108,6 +109,8 @@ async def ack(conn: Conn, ref: GroupRef, ack_ids: list[str]) -> AckOutcome:
         rest = await _ack_in_transaction(conn, ref, ranged, plain)
         done.update(rest.done)
         rejected = rest.rejected
+    if done:  # one record per ack request, its size as the value
+        metrics.MESSAGES_ACKED.add(len(done), metrics.delivery_attributes(ref.exactly_once))
     return AckOutcome([a for a in wanted if a in done], rejected)
 
 
@@ -122,7 +125,8 @@ async def _ack_open_ranges(
         "masks": [named_bits(delta for _, delta in items) for items in ranged.values()],
     }
     async with autocommit(conn):
-        row = await (await conn.execute(q.ACK_RANGES, params)).fetchone()
+        with metrics.db_statement("ack_ranges"):
+            row = await (await conn.execute(q.ACK_RANGES, params)).fetchone()
     assert row is not None
     return list(row["acked"])
 
@@ -135,17 +139,18 @@ async def _ack_in_transaction(
     plan = _plan_acks(ref, ranged, await lock_for(conn, ref, list(ranged), plain))
     partitions: set[int] = set()
     if plan.changes:
-        async with conn.pipeline():
-            updated = await conn.execute(
-                q.SET_RANGE_BITS, bits_params(ref, plan.changes, ref.exactly_once)
-            )
-            if not (plain or plan.per_message):
-                await conn.execute(
-                    q.COMMIT_PROGRESS,
-                    {"group_id": ref.id, "partitions": sorted(set(plan.partitions.values()))},
+        with metrics.db_statement("ack_range_bits"):
+            async with conn.pipeline():
+                updated = await conn.execute(
+                    q.SET_RANGE_BITS, bits_params(ref, plan.changes, ref.exactly_once)
                 )
-                # Nothing else to write: the commit rides in the same round trip.
-                await conn.commit()
+                if not (plain or plan.per_message):
+                    await conn.execute(
+                        q.COMMIT_PROGRESS,
+                        {"group_id": ref.id, "partitions": sorted(set(plan.partitions.values()))},
+                    )
+                    # Nothing else to write: the commit rides in the same round trip.
+                    await conn.commit()
         stored = {row["lease_id"] for row in await updated.fetchall()}
         for lease_id, ids in plan.acking.items():
             if lease_id in stored:
@@ -156,7 +161,8 @@ async def _ack_in_transaction(
     if plain or plan.per_message:
         partitions |= await _ack_deliveries(conn, ref, plain + plan.per_message, plan)
         if partitions:
-            await commit_progress(conn, ref.id, sorted(partitions))
+            with metrics.db_statement("commit_progress"):
+                await commit_progress(conn, ref.id, sorted(partitions))
     unknown = [a for a, reason in plan.rejected.items() if reason == UNKNOWN_ACK]
     if unknown:  # a lease forgotten since: was the id acked through it (a repeated ack)?
         plan.done += await acked_before(conn, ref, unknown)
@@ -250,10 +256,14 @@ async def nack(
     reason = _refusal(ref, row)
     if reason or row is None or row["state"] != "leased":
         raise AckRejected(reason or "the message was already acked", ack_id=ack_id)
+    metrics.MESSAGES_NACKED.add(1, metrics.delivery_attributes(ref.exactly_once))
     if row["attempt"] > ref.max_retries:
         message = await message_at(conn, reader, ref, row["partition"], row["offset"])
         await dead_letter(conn, ref, row["partition"], row, message, error)
-        await commit_progress(conn, ref.id, [row["partition"]])
+        with metrics.db_statement("commit_progress"):
+            await commit_progress(conn, ref.id, [row["partition"]])
+        attributes = metrics.dead_letter_attributes(ref.exactly_once, "nack")
+        metrics.MESSAGES_DEAD_LETTERED.add(1, attributes)
         return {"ackId": ack_id, "deadLettered": True, "retryInMs": None}
     delay_ms = backoff_ms(
         ref.retry_delay_ms if retry_delay_ms is None else retry_delay_ms, row["attempt"]

@@ -32,12 +32,30 @@ from data_plane.leases import new_lease_id, range_ack_ids
 from data_plane.reader import BlockRow, SegmentReader
 from data_plane.segment import Message
 from infra.db import autocommit
+from observability import metrics
 from observability.logging import get_logger
 
 log = get_logger("queuecore.delivery")
 
 
 async def pull(
+    conn: Conn,
+    reader: SegmentReader,
+    ref: GroupRef,
+    member_id: str,
+    max_messages: int,
+    owned: int | None = None,
+) -> Pulled:
+    """Lease up to ``max_messages`` messages to a member, and commit (see :func:`_pull`)."""
+    pulled = await _pull(conn, reader, ref, member_id, max_messages, owned)
+    if pulled.deliveries:  # one record per pull, the batch's size as its value
+        metrics.MESSAGES_DELIVERED.add(
+            len(pulled.deliveries), metrics.delivery_attributes(ref.exactly_once)
+        )
+    return pulled
+
+
+async def _pull(
     conn: Conn,
     reader: SegmentReader,
     ref: GroupRef,
@@ -64,9 +82,10 @@ async def pull(
     slots = min(max_messages, ref.partitions if owned is None else owned)
     async with autocommit(conn):
         lease_ids = [new_lease_id() for _ in range(slots)]
-        found = await _found(
-            await conn.execute(q.PULL, _pull_params(ref, member_id, max_messages, lease_ids))
-        )
+        with metrics.db_statement("pull"):
+            found = await _found(
+                await conn.execute(q.PULL, _pull_params(ref, member_id, max_messages, lease_ids))
+            )
         ref = _with_settings(ref, member_id, found["settings"])
         leases = found["leases"]
         deliveries = [] if leases is None else await _read_leased(conn, reader, ref, found)
@@ -75,7 +94,7 @@ async def pull(
     pulled = _pulled(ref, found, deliveries)
     if not found["starved"]:
         return pulled
-    more = await pull(
+    more = await _pull(
         conn, reader, ref, member_id, max_messages - len(deliveries), len(pulled.partitions)
     )
     return replace(more, deliveries=deliveries + more.deliveries)
@@ -184,9 +203,10 @@ async def _pull_in_transaction(
     the redeliveries and fresh offsets are planned and read here (:func:`_take`); the range
     leases go with the ``COMMIT``. The partitions stay locked until the commit.
     """
-    async with conn.pipeline():  # with the transaction's BEGIN: one round trip
-        cursor = await conn.execute(q.PULL, _pull_params(ref, member_id, max_messages, []))
-    found = await _found(cursor)
+    with metrics.db_statement("pull_in_transaction"):
+        async with conn.pipeline():  # with the transaction's BEGIN: one round trip
+            cursor = await conn.execute(q.PULL, _pull_params(ref, member_id, max_messages, []))
+        found = await _found(cursor)
     ref = _with_settings(ref, member_id, found["settings"])
     owned, state = found["owned"], found["state"]
     blocks = _blocks_by_partition(found["blocks"])
@@ -325,10 +345,14 @@ async def _redeliver(
             Delivery(partition, row["offset"], row["attempt"] + 1, new_ack_id(), message)
         )
     await dead_letter_many(conn, ref, partition, dead)
+    if dead:
+        attributes = metrics.dead_letter_attributes(ref.exactly_once, "redelivery")
+        metrics.MESSAGES_DEAD_LETTERED.add(len(dead), attributes)
     if deliveries:
         await conn.execute(q.LEASE_AGAIN_MANY, _lease_again_params(ref, member_id, deliveries))
     if rows:
-        await commit_progress(conn, ref.id, [partition])
+        with metrics.db_statement("commit_progress"):
+            await commit_progress(conn, ref.id, [partition])
     return deliveries
 
 
