@@ -17,6 +17,7 @@ from control_plane.auth import auth_context
 from control_plane.messages import segment_reader
 from control_plane.resources import resources_of
 from control_plane.sse import EventStream, comment, event, events
+from control_plane.usage import meter_delivered
 from data_plane import delivery
 from data_plane.delivery import AckRejected, Delivery, GroupRef, GroupRefCache, Pulled
 from data_plane.groups import (
@@ -237,12 +238,15 @@ async def _pull_once(
     owned = None if previous is None else len(previous.partitions)
     async with resources_of(request.app).db.connection() as conn:
         try:
-            return await delivery.pull(conn, reader, ref, member_id, limit, owned)
+            pulled = await delivery.pull(conn, reader, ref, member_id, limit, owned)
         except (MemberNotFound, GroupTopicNotFound):
             fresh = await _fresh_ref(conn, request, ref)
             if fresh.id == ref.id:
                 raise
-            return await delivery.pull(conn, reader, fresh, member_id, limit)
+            pulled = await delivery.pull(conn, reader, fresh, member_id, limit)
+    if pulled.deliveries:
+        meter_delivered(request, [item.message for item in pulled.deliveries])
+    return pulled
 
 
 def _wait_s(pulled: Pulled, budget_s: float) -> float:

@@ -9,6 +9,7 @@ from litestar.params import PathParameter, QueryParameter
 
 from control_plane.auth import auth_context
 from control_plane.resources import resources_of
+from control_plane.usage import meter_delivered
 from data_plane import reader as read_path
 from data_plane.cache import BlockCache, cache_max_bytes_from_env
 from data_plane.publish import message_id
@@ -64,4 +65,5 @@ class MessagesController(Controller):
                 conn, reader, ctx.environment_id, topic, partition, offset, limit
             )
         ids = [message_id(ref.id, partition, m.offset) for m in result.messages]
+        meter_delivered(request, [m.message for m in result.messages])
         return message_page(ref.name, partition, result, ids)

@@ -56,16 +56,20 @@ def limiter_of(app: Litestar) -> RateLimiter:
 
 
 def rate_limit_middleware(app: ASGIApp) -> ASGIApp:
-    """Count each authenticated request against its key's budget for the route's category."""
+    """Count each authenticated request against its key's budget for the route's category,
+    and in the usage meter of its environment."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         context = scope.get("auth")
         if scope["type"] != "http" or not isinstance(context, AuthContext):
             await app(scope, receive, send)
             return
+        category = category_of(scope)
         decision = await limiter_of(scope["app"]).check(
-            context.organisation_id, context.key_id, category_of(scope)
+            context.organisation_id, context.key_id, category
         )
+        # Metered once admitted, whatever its outcome; a 429 is not counted (billing.meter).
+        resources_of(scope["app"]).usage.meter.request(context.environment_id, category)
         await app(scope, receive, _with_headers(send, decision))
 
     return middleware

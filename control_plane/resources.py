@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 from litestar import Litestar
 
+from billing.meter import MeterFlusher, UsageMeter, meter_settings
 from infra import settings
 from infra.db import AsyncPool, async_pool
 from infra.object_store import ObjectStore, metered_store
@@ -16,29 +17,34 @@ from infra.object_store import ObjectStore, metered_store
 
 @dataclass
 class Resources:
-    """The process's PostgreSQL pool, Redis client and object store."""
+    """The process's PostgreSQL pool, Redis client, object store and usage meter."""
 
     db: AsyncPool
     redis: aioredis.Redis
     objects: ObjectStore
+    usage: MeterFlusher  # usage.meter counts; flushed to usage_hourly in the background
 
     @classmethod
     def from_settings(cls) -> Resources:
         """Build (without connecting) from the ``QUEUECORE_*`` settings."""
+        db = async_pool(settings.database(), "api")
         return cls(
-            db=async_pool(settings.database(), "api"),
+            db=db,
             redis=aioredis.Redis.from_url(
                 settings.redis().url, socket_timeout=2, socket_connect_timeout=2
             ),
             objects=metered_store(settings.object_store()),
+            usage=MeterFlusher(UsageMeter(), db.connection, meter_settings().flush_s),
         )
 
     async def open(self) -> None:
         """Start connecting; a service that is down now is retried, not fatal."""
         await self.db.open(wait=False)
+        self.usage.start()
 
     async def close(self) -> None:
-        """Release every connection."""
+        """Release every connection, after the usage meter's last flush."""
+        await self.usage.stop()
         await self.db.close()
         await self.redis.aclose()
 

@@ -47,7 +47,7 @@ async def publishing(app: Litestar) -> AsyncIterator[None]:
     writer = SegmentWriter(resources.db, resources.objects, writer_settings())
     await writer.start()
     app.state.segment_writer = writer
-    app.state.publisher = PublishService(resources.db, writer)
+    app.state.publisher = PublishService(resources.db, writer, resources.usage.meter)
     try:
         yield
     finally:

@@ -15,6 +15,7 @@ from control_plane.lag import LagController
 from control_plane.messages import MessagesController
 from control_plane.rate_limit import rate_limit_middleware
 from control_plane.topics import PublishController, TopicsController
+from control_plane.usage import UsageController
 
 
 def v1_router() -> Router:
@@ -31,6 +32,7 @@ def v1_router() -> Router:
             ConsumeController,
             DeadLetterController,
             LagController,
+            UsageController,
         ],
         middleware=[
             DefineMiddleware(ApiKeyAuthenticationMiddleware),

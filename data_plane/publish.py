@@ -34,7 +34,7 @@ import time
 import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
@@ -231,12 +231,23 @@ class Published(NamedTuple):
     timestamp_ms: int
 
 
+class UsageSink(Protocol):
+    """Where publishes are metered (billing's in-memory meter): called once per request."""
+
+    def published(self, environment_id: str, messages: int, payload_bytes: int) -> None:
+        """``messages`` stored (or answered from their idempotency keys), ``payload_bytes`` of
+        data, keys and headers as the message size limit counts them."""
+
+
 class PublishService:
     """Validates publishes against the tier, partitions them and waits for their commit."""
 
-    def __init__(self, pool: AsyncPool, writer: SegmentWriter) -> None:
+    def __init__(
+        self, pool: AsyncPool, writer: SegmentWriter, usage: UsageSink | None = None
+    ) -> None:
         self.pool = pool
         self.writer = writer
+        self.usage = usage
         self.topics = TopicDirectory(pool)
         self._salts: dict[str, int] = {}  # per topic: where this process's rotation starts
         self._inflight: dict[tuple[str, str], asyncio.Future[Placement]] = {}
@@ -253,20 +264,23 @@ class PublishService:
         """Store ``requests`` atomically; their ids and offsets in request order."""
         route = await self.topics.get(organisation_id, environment_id, topic)
         try:
-            return await self._publish(route, requests, batch)
+            return await self._publish(environment_id, route, requests, batch)
         except TopicNotFound:
             # The cached route may name a topic deleted (and perhaps re-created) meanwhile.
             self.topics.forget(environment_id, topic)
             route = await self.topics.get(organisation_id, environment_id, topic)
-            return await self._publish(route, requests, batch)
+            return await self._publish(environment_id, route, requests, batch)
 
     async def _publish(
-        self, route: TopicRoute, requests: list[PublishRequest], batch: bool
+        self, environment_id: str, route: TopicRoute, requests: list[PublishRequest], batch: bool
     ) -> list[Published]:
         if batch:
             _check_batch_size(len(requests), route)
         entries, size_bytes = self._entries(route, requests, batch)
         placements = await self._write(route, entries, size_bytes)
+        if self.usage is not None:
+            payload_bytes = size_bytes - len(entries) * MESSAGE_OVERHEAD_BYTES
+            self.usage.published(environment_id, len(placements), payload_bytes)
         # Per request: a tenant's topic is never an attribute (docs/observability.md).
         attributes = metrics.publish_attributes(route.exactly_once, route.target.latency_class)
         metrics.MESSAGES_PUBLISHED.add(len(placements), attributes)

@@ -13,6 +13,7 @@ TASK_MODULES = [
     "observability.tasks",
     "data_plane.tasks",
     "spark_pipelines.tasks",
+    "billing.tasks",
 ]
 
 # Members are otherwise evicted, and added partitions assigned, only by membership operations on
@@ -28,6 +29,10 @@ CHECK_DLQ_ALERTS_S = 10.0
 SNAPSHOT_LAG_S = 60.0
 RUN_LAG_ANALYTICS_S = 300.0
 PURGE_LAG_SNAPSHOTS_S = 86_400.0
+# Stored bytes sampled every 5 min (billing.usage.STORAGE_SLOT_S: one sample per slot, so an extra
+# run adds nothing); the usage aggregation job recomputes the month every hour.
+SAMPLE_STORAGE_S = 300.0
+RUN_USAGE_AGGREGATION_S = 3_600.0
 
 
 def create_celery() -> Celery:
@@ -67,6 +72,14 @@ def create_celery() -> Celery:
                 "spark_pipelines.run_lag_analytics",
                 RUN_LAG_ANALYTICS_S,
                 expires=RUN_LAG_ANALYTICS_S,
+            ),
+            "sample-storage": _scheduled(
+                "billing.sample_storage", SAMPLE_STORAGE_S, expires=SAMPLE_STORAGE_S
+            ),
+            "run-usage-aggregation": _scheduled(
+                "spark_pipelines.run_usage_aggregation",
+                RUN_USAGE_AGGREGATION_S,
+                expires=RUN_USAGE_AGGREGATION_S,
             ),
         },
     )

@@ -19,9 +19,11 @@ def _serve(args: argparse.Namespace) -> int:
     settings.redis()
     settings.webhooks()
     settings.telemetry()  # exported from each server process (control_plane.app)
+    from billing.meter import meter_settings
     from data_plane.writer import writer_settings
 
     writer_settings()
+    meter_settings()
     workers = args.workers or http.workers
     uvicorn.run(
         "control_plane.app:create_server_app",

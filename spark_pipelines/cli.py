@@ -7,12 +7,17 @@ sub-command, and a worker or API process without the ``spark`` extra must still 
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime, timedelta
+import importlib
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 # The lag analytics job's default window, as beat runs it (every 5 min): each bucket is computed
 # in two runs, so one whose snapshot came late is filled in by the next.
 LAG_WINDOW_S = 600
+JOB_MODULES = {
+    "lag-analytics": "spark_pipelines.lag_analytics",
+    "usage-aggregation": "spark_pipelines.usage_aggregation",
+}
 
 
 def add_spark_parser(sub: Any) -> None:
@@ -23,6 +28,12 @@ def add_spark_parser(sub: Any) -> None:
         jobs.add_parser(
             "lag-analytics",
             help="turn lag snapshots into per-group lag, rate and time-to-drain series",
+        )
+    )
+    add_usage_aggregation_arguments(
+        jobs.add_parser(
+            "usage-aggregation",
+            help="turn hourly usage into per-project billable usage of a month",
         )
     )
 
@@ -39,6 +50,26 @@ def add_lag_analytics_arguments(parser: argparse.ArgumentParser) -> None:
         "--until", type=timestamp, default=None, help="ISO 8601 (UTC if no offset); default: now"
     )
     parser.add_argument("--bucket-s", type=int, default=60, help="bucket width in seconds")
+
+
+def add_usage_aggregation_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--month`` of the usage aggregation job."""
+    parser.add_argument(
+        "--month", type=month, default=None, help="YYYY-MM (UTC); default: the current month"
+    )
+
+
+def month(text: str) -> date:
+    """``YYYY-MM`` as the first day of that month."""
+    try:
+        return datetime.strptime(text, "%Y-%m").date()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a month (YYYY-MM): {text!r}") from None
+
+
+def current_month(now: datetime) -> date:
+    """The first day of ``now``'s UTC month."""
+    return now.astimezone(UTC).date().replace(day=1)
 
 
 def timestamp(text: str) -> datetime:
@@ -62,7 +93,5 @@ def default_window(
 
 def run(args: argparse.Namespace) -> int:
     """Run the job named on the command line; prints its report as one JSON line."""
-    from spark_pipelines import lag_analytics
-
-    jobs = {"lag-analytics": lag_analytics.run_cli}
-    return jobs[args.spark_job](args)
+    job = importlib.import_module(JOB_MODULES[args.spark_job])
+    return int(job.run_cli(args))

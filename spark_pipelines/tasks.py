@@ -5,33 +5,39 @@ worker: a JVM kept in every pool process would hold hundreds of megabytes for a 
 few seconds every few minutes, and a driver that crashes must not take the worker with it. The
 child inherits the worker's ``QUEUECORE_*`` environment, so it uses the same services; with a
 cluster master (``QUEUECORE_SPARK_MASTER``) the same command drives the job on the cluster.
-Before starting one, the task checks (one indexed ``EXISTS``) that the window has snapshots, so
-an idle installation starts no JVM. Jobs upsert, so a run repeated or overlapping is harmless.
+Before starting one, the task checks (one indexed ``EXISTS``) that the window has snapshots (or
+the month has usage), so an idle installation starts no JVM. Jobs upsert, so a run repeated or
+overlapping is harmless.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import importlib.util
 import json
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from celery import shared_task
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
+from billing import queries as usage_queries
 from data_plane import lag_queries
 from infra import settings
-from infra.errors import ServerError
+from infra.errors import ServerError, ValidationFailed
 from observability.logging import get_logger
-from spark_pipelines.cli import default_window, timestamp
+from spark_pipelines.cli import current_month, default_window, month, timestamp
 
 # Below the beat interval (5 min), so a stuck run ends before the next one starts.
 JOB_TIMEOUT_S = 240.0
 STDERR_TAIL_CHARS = 2_000
+# For this long into a month the scheduled usage aggregation also recomputes the month before:
+# its last hour's counts and storage sample land in the minutes after midnight.
+PREVIOUS_MONTH_GRACE_S = 3 * 3600
 log = get_logger("queuecore.spark")
 
 
@@ -64,6 +70,52 @@ async def _has_snapshots(since: datetime, until: datetime) -> bool:
     ) as conn:
         row = await (
             await conn.execute(lag_queries.ANY_SNAPSHOTS, {"since": since, "until": until})
+        ).fetchone()
+        return bool(row and row["found"])
+
+
+@shared_task(name="spark_pipelines.run_usage_aggregation")
+def run_usage_aggregation(month: str | None = None) -> dict[str, Any]:
+    """Recompute the billable usage of ``month`` (YYYY-MM; by default the current month, and
+    the previous one too in the first hours of a month) from the hourly usage."""
+    months = [_month(month)] if month else months_due(datetime.now(UTC))
+    return {"months": [_aggregate(first) for first in months]}
+
+
+def months_due(now: datetime) -> list[date]:
+    """The current month, preceded by the previous one during :data:`PREVIOUS_MONTH_GRACE_S`."""
+    first = current_month(now)
+    started = datetime(first.year, first.month, 1, tzinfo=UTC)
+    if (now - started).total_seconds() >= PREVIOUS_MONTH_GRACE_S:
+        return [first]
+    return [current_month(started - timedelta(days=1)), first]
+
+
+def _month(text: str) -> date:
+    try:
+        return month(text)
+    except argparse.ArgumentTypeError as exc:
+        raise ValidationFailed(str(exc), field="month") from None
+
+
+def _aggregate(first: date) -> dict[str, Any]:
+    label = first.strftime("%Y-%m")
+    if importlib.util.find_spec("pyspark") is None:
+        log.warning("spark_job_skipped", job="usage-aggregation", reason="pyspark is not installed")
+        return {"month": label, "skipped": "pyspark is not installed"}
+    if not asyncio.run(_has_usage(first)):
+        return {"month": label, "skipped": "no usage in the month"}
+    return submit("spark_pipelines.usage_aggregation", ["--month", label])
+
+
+async def _has_usage(first: date) -> bool:
+    since = datetime(first.year, first.month, 1, tzinfo=UTC)
+    until = datetime(first.year + first.month // 12, first.month % 12 + 1, 1, tzinfo=UTC)
+    async with await AsyncConnection.connect(
+        settings.database().url, autocommit=True, row_factory=dict_row, connect_timeout=5
+    ) as conn:
+        row = await (
+            await conn.execute(usage_queries.ANY_HOURLY, {"since": since, "until": until})
         ).fetchone()
         return bool(row and row["found"])
 

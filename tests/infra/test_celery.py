@@ -32,7 +32,12 @@ def test_every_scheduled_task_is_registered(services: Services) -> None:
     app = celery_app()
     app.loader.import_default_modules()
     scheduled = {entry["task"] for entry in app.conf.beat_schedule.values()}
-    assert {"data_plane.snapshot_lag", "spark_pipelines.run_lag_analytics"} <= scheduled
+    assert {
+        "data_plane.snapshot_lag",
+        "spark_pipelines.run_lag_analytics",
+        "billing.sample_storage",
+        "spark_pipelines.run_usage_aggregation",
+    } <= scheduled
     assert scheduled - set(app.tasks) == set()
 
 
@@ -50,6 +55,9 @@ HARMLESS: dict[str, dict[str, object]] = {
         "since": "2000-01-01T00:00:00+00:00",
         "until": "2000-01-01T00:10:00+00:00",
     },
+    "billing.sample_storage": {"environment_id": "no-such-environment"},
+    # A month without usage: the task returns before starting Spark.
+    "spark_pipelines.run_usage_aggregation": {"month": "2000-01"},
 }
 
 

@@ -1,0 +1,197 @@
+"""The usage meter: per-process, in-memory counts flushed every few seconds as one upsert.
+
+Publishing, delivery and every ``/v1`` request add to counters keyed by (environment, UTC hour)
+in a dict of this process: a clock read, a dict lookup and a few integer additions, no I/O
+(docs/billing.md measures it). A background task of the API process (:class:`MeterFlusher`,
+started by the application's resources) takes the counts every ``QUEUECORE_USAGE_FLUSH_S``
+seconds (5 by default) and at shutdown, and adds them to ``usage_hourly`` in one statement
+(:data:`billing.queries.UPSERT_HOURLY`), so any number of API processes add into the same rows.
+
+Accuracy: a process that dies without its shutdown flush (SIGKILL, OOM, power loss) loses what
+it counted since its last flush, at most one flush interval. A flush that fails (the database
+down) puts its counts back and the next flush retries them, so an outage loses nothing unless
+the process also dies; if the database committed but the answer was lost, the retry counts those
+rows twice (a lost commit acknowledgement: rare, and bounded by one flush).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from billing import queries as q
+from infra.settings import int_setting
+from observability.logging import get_logger
+
+log = get_logger("queuecore.billing")
+
+HOUR_S = 3600
+# The counters of one (environment, hour), in this order (a list: updated in place per request).
+MESSAGES_IN, BYTES_IN, MESSAGES_OUT, BYTES_OUT, PUBLISH, CONSUME, ADMIN = range(7)
+COUNTERS = 7
+_REQUEST_INDEX = {"publish": PUBLISH, "consume": CONSUME, "admin": ADMIN}
+
+
+class HourlyUsage(NamedTuple):
+    """What one process counted for one environment in one UTC hour."""
+
+    environment_id: str
+    hour_s: int  # epoch seconds of the hour's start
+    messages_in: int = 0
+    bytes_in: int = 0
+    messages_out: int = 0
+    bytes_out: int = 0
+    publish_requests: int = 0
+    consume_requests: int = 0
+    admin_requests: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MeterSettings:
+    """How often the API processes flush their meters (``QUEUECORE_USAGE_FLUSH_S``)."""
+
+    flush_s: int = 5
+
+    @classmethod
+    def from_env(cls) -> MeterSettings:
+        """Read and validate: 1 s to 5 min (the most a crash may lose)."""
+        return cls(int_setting("USAGE_FLUSH_S", 5, 1, 300))
+
+
+@functools.cache
+def meter_settings() -> MeterSettings:
+    """The process's meter settings."""
+    return MeterSettings.from_env()
+
+
+class UsageMeter:
+    """Counts of this process since its last flush, by (environment, hour).
+
+    Called from the event loop only (no lock): an update is a few bytecodes with no ``await``.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._counts: dict[tuple[str, int], list[int]] = {}
+
+    def _row(self, environment_id: str) -> list[int]:
+        key = (environment_id, int(self._clock()) // HOUR_S * HOUR_S)
+        row = self._counts.get(key)
+        if row is None:
+            row = self._counts[key] = [0] * COUNTERS
+        return row
+
+    def published(self, environment_id: str, messages: int, payload_bytes: int) -> None:
+        """Messages a publish request stored (or answered from an idempotency key)."""
+        row = self._row(environment_id)
+        row[MESSAGES_IN] += messages
+        row[BYTES_IN] += payload_bytes
+
+    def delivered(self, environment_id: str, messages: int, payload_bytes: int) -> None:
+        """Messages sent to a consumer (pull, stream or browse)."""
+        row = self._row(environment_id)
+        row[MESSAGES_OUT] += messages
+        row[BYTES_OUT] += payload_bytes
+
+    def request(self, environment_id: str, category: str) -> None:
+        """One authenticated ``/v1`` request admitted by the rate limiter."""
+        self._row(environment_id)[_REQUEST_INDEX.get(category, ADMIN)] += 1
+
+    def pending(self) -> list[HourlyUsage]:
+        """What would be flushed now (a copy; the counts stay)."""
+        return [HourlyUsage(env, hour, *row) for (env, hour), row in sorted(self._counts.items())]
+
+    def take(self) -> list[HourlyUsage]:
+        """The counts so far, in key order, and start again from zero."""
+        taken = self.pending()
+        self._counts = {}
+        return taken
+
+    def restore(self, rows: list[HourlyUsage]) -> None:
+        """Add rows back (a flush that failed), on top of what was counted meanwhile."""
+        for usage in rows:
+            key = (usage.environment_id, usage.hour_s)
+            row = self._counts.setdefault(key, [0] * COUNTERS)
+            for index, value in enumerate(usage[2:]):
+                row[index] += value
+
+
+Connect = Callable[[], AbstractAsyncContextManager[Any]]
+
+
+class MeterFlusher:
+    """The background task that writes a meter to ``usage_hourly``; one per API process."""
+
+    def __init__(self, meter: UsageMeter, connect: Connect, interval_s: float) -> None:
+        self.meter = meter
+        self._connect = connect
+        self._interval_s = interval_s
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Flush every interval from now on."""
+        self._task = asyncio.create_task(self._run(), name="usage-meter-flush")
+
+    async def stop(self) -> None:
+        """Stop the task, then flush what is left (the shutdown flush)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.flush_logged()
+
+    async def flush(self) -> int:
+        """Write everything counted so far; rows written. Raises (counts restored) on failure.
+
+        Serialised: a caller that must see its counts in the table (shutdown, tests) waits for
+        a flush in progress and then writes the rest.
+        """
+        async with self._lock:
+            rows = self.meter.take()
+            if not rows:
+                return 0
+            try:
+                async with self._connect() as conn:
+                    await write_hourly(conn, rows)
+            except BaseException:
+                self.meter.restore(rows)
+                raise
+            return len(rows)
+
+    async def flush_logged(self) -> None:
+        """:meth:`flush`, with a failure logged (the counts wait for the next flush)."""
+        try:
+            await self.flush()
+        except Exception as exc:
+            pending = len(self.meter.pending())
+            log.warning("usage_flush_failed", error=type(exc).__name__, pending_rows=pending)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval_s)
+            await self.flush_logged()
+
+
+async def write_hourly(conn: Any, rows: list[HourlyUsage]) -> None:
+    """Add the rows to ``usage_hourly`` in one statement (see :data:`UPSERT_HOURLY`)."""
+    await conn.execute(q.UPSERT_HOURLY, _columns(rows))
+
+
+def _columns(rows: list[HourlyUsage]) -> dict[str, list[Any]]:
+    """The UPSERT_HOURLY parameters: one array per column."""
+    columns: dict[str, list[Any]] = {"environment_ids": [], "hours_s": []}
+    names = HourlyUsage._fields[2:]
+    columns.update({name: [] for name in names})
+    for row in rows:
+        columns["environment_ids"].append(row.environment_id)
+        columns["hours_s"].append(row.hour_s)
+        for name, value in zip(names, row[2:], strict=True):
+            columns[name].append(value)
+    return columns
