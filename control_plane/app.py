@@ -14,6 +14,7 @@ from litestar.types import ControllerRouterHandler
 
 from control_plane.auth import key_authentication
 from control_plane.consume import publish_listener
+from control_plane.dashboard import dashboard_route_handlers, dashboard_templates
 from control_plane.errors import EXCEPTION_HANDLERS
 from control_plane.health import HealthController
 from control_plane.rate_limit import rate_limiting
@@ -35,7 +36,14 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
     """Build the QueueCore API application from the ``QUEUECORE_*`` settings."""
     qc_logging.configure(settings.logs())
     return Litestar(
-        route_handlers=[HealthController, SessionController, v1_router(), *extra_route_handlers],
+        route_handlers=[
+            HealthController,
+            SessionController,
+            v1_router(),
+            *dashboard_route_handlers(),
+            *extra_route_handlers,
+        ],
+        template_config=dashboard_templates(),
         lifespan=[lifespan, rate_limiting, key_authentication, publishing, publish_listener],
         exception_handlers=EXCEPTION_HANDLERS,
         before_send=[add_request_id_header],

@@ -1,7 +1,8 @@
 """``/auth``: dashboard login, current session and logout, with cookie sessions and CSRF.
 
 Not under ``/v1`` and not authenticated by API key. Dashboard routes protect themselves with the
-:func:`require_session` guard (and :func:`require_csrf` for unsafe methods) and read the caller
+:func:`require_session` guard (and :func:`require_csrf` for unsafe methods: the token in the
+``X-CSRF-Token`` header, or in the ``csrf_token`` field of an HTML form) and read the caller
 with :func:`session_of`. Logins are throttled per account and per client address
 (``tenants.login_throttle``): over the limit they end as ``429 RATE_LIMIT_EXCEEDED`` with
 ``Retry-After``, the password unchecked.
@@ -15,6 +16,7 @@ import msgspec
 from litestar import Controller, Litestar, Request, Response, get, post
 from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
+from litestar.enums import RequestEncodingType
 from litestar.handlers.base import BaseRouteHandler
 from litestar.params import Body
 
@@ -27,9 +29,11 @@ from tenants.sessions import SESSION_TTL_S, CsrfFailed, Session, SessionRequired
 
 COOKIE_NAME = "qc_session"
 CSRF_HEADER = "X-CSRF-Token"
+CSRF_FIELD = "csrf_token"  # the hidden field of the dashboard's HTML forms
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _STATE_KEY = "qc_session"
 _THROTTLE_STATE = "login_throttle"
+_FORM_TYPES = frozenset({RequestEncodingType.URL_ENCODED, RequestEncodingType.MULTI_PART})
 
 
 class LoginRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -103,12 +107,25 @@ async def require_session(
 async def require_csrf(
     connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler | None = None
 ) -> None:
-    """Guard: unsafe methods echo the session's CSRF token in ``X-CSRF-Token`` (403 otherwise)."""
+    """Guard: unsafe methods echo the session's CSRF token in ``X-CSRF-Token``, or an HTML form
+    posts it in its ``csrf_token`` field (403 otherwise)."""
     if connection.scope.get("method", "GET") in SAFE_METHODS:
         return
     await require_session(connection, handler)
-    if not session_of(connection).csrf_matches(connection.headers.get(CSRF_HEADER)):
+    presented = connection.headers.get(CSRF_HEADER) or await form_field(connection, CSRF_FIELD)
+    if not session_of(connection).csrf_matches(presented):
         raise CsrfFailed
+
+
+async def form_field(connection: ASGIConnection[Any, Any, Any, Any], name: str) -> str | None:
+    """A field of a form-encoded request body (None for any other body).
+
+    Litestar keeps the parsed form on the connection, so the handler reads it again for free.
+    """
+    if not isinstance(connection, Request) or connection.content_type[0] not in _FORM_TYPES:
+        return None
+    value = (await connection.form()).get(name)
+    return value if isinstance(value, str) else None
 
 
 def session_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Session:

@@ -136,6 +136,14 @@ async def put_endpoint(
     return AlertEndpoint.of(dict(row), reveal=fresh)
 
 
+async def rotate_secret(conn: Conn, environment_id: str, *, allow_private: bool) -> AlertEndpoint:
+    """A new signing secret for the environment's endpoint (shown in the result), same URL."""
+    current = await get_endpoint(conn, environment_id)
+    return await put_endpoint(
+        conn, environment_id, current.url, rotate_secret=True, allow_private=allow_private
+    )
+
+
 async def delete_endpoint(conn: Conn, environment_id: str) -> None:
     """Remove the endpoint: alerts of the environment are no longer sent."""
     params = {"environment_id": environment_id}

@@ -83,3 +83,18 @@ FROM qc_commit_flush(%(object_key)s, %(size_bytes)s, %(blocks)s::jsonb, %(keys)s
 """
 
 PUBLISH_CHANNEL = "qc_publish"
+
+# --- dashboard read models --------------------------------------------------------------------
+
+# Retained messages per active topic of an environment (as TOPIC_STATS counts depth).
+TOPIC_DEPTHS = """
+SELECT t.id, coalesce(sum(p.next_offset - p.start_offset), 0) AS depth
+FROM topics t LEFT JOIN partitions p ON p.topic_id = t.id
+WHERE t.environment_id = %(environment_id)s AND t.status = 'active'
+GROUP BY t.id
+"""
+
+SELECT_PARTITIONS = """
+SELECT partition, start_offset, next_offset FROM partitions
+WHERE topic_id = %(topic_id)s ORDER BY partition
+"""

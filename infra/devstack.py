@@ -38,6 +38,7 @@ from infra.embedded import (
 from infra.settings import PREFIX, DevStackSettings, HttpSettings
 
 BUCKET = "queuecore"
+DASHBOARD_PATH = "/dashboard/login"  # the tenant dashboard's sign-in page
 
 
 class AlreadyRunning(ServiceError):
@@ -212,12 +213,13 @@ class DevStack:
         lines = [
             "",
             "QueueCore is running.",
+            f"  Dashboard:  {base}{DASHBOARD_PATH}   (sign up there, or sign in)",
             f"  API:        {base}/v1",
             f"  API docs:   {base}/schema",
             f"  Health:     {base}/readyz",
             f"  Data:       {self.dev.data_dir}   (logs in {self.logs})",
             "",
-            "Get an API key:",
+            "Get an API key: create one on the dashboard, or from the command line:",
             f"  {PREFIX}DATABASE_URL={env[PREFIX + 'DATABASE_URL']} \\",
             "    queuecore tenants create-org --name 'Acme' --email you@example.com",
             "",

@@ -119,3 +119,11 @@ DELETE FROM user_sessions WHERE token_sha256 = %(token_sha256)s
 DELETE_EXPIRED_SESSIONS_OF_USER = """
 DELETE FROM user_sessions WHERE user_id = %(user_id)s AND expires_at <= now()
 """
+
+# The environment as a member of its organisation sees it: no row for anyone else.
+SELECT_ENVIRONMENT_ACCESS = """
+SELECT e.id, e.organisation_id, e.project_id, e.name, e.created_at, m.role
+FROM environments e
+JOIN memberships m ON m.organisation_id = e.organisation_id AND m.user_id = %(user_id)s
+WHERE e.id = %(environment_id)s
+"""

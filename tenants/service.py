@@ -6,6 +6,7 @@ transaction, so the API, the CLI and Celery tasks share the same code and commit
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -39,10 +40,12 @@ from tenants.models import (
     Project,
 )
 from tenants.passwords import MIN_PASSWORD_LENGTH, hash_password
+from tenants.sessions import MAX_PASSWORD_LENGTH
 from tenants.tiers import TIERS, validate_custom_limits
 
 Conn = AsyncConnection[dict[str, Any]]
 MAX_ACTIVE_KEYS = 2
+MAX_ORGANISATION_NAME = 200  # the schema's limit (migration 0002)
 
 
 def _organisation(row: dict[str, Any]) -> Organisation:
@@ -77,8 +80,11 @@ async def create_organisation(
     owner_password: str,
     tier: str = "developer",
     project_name: str = "default",
+    *,
+    issue_keys: bool = True,
 ) -> NewOrganisation:
-    """A tenant with its owner, a default project, its three environments and one key each."""
+    """A tenant with its owner, a default project, its three environments and one key each
+    (no keys with ``issue_keys=False``: nobody would ever see their secrets)."""
     _check_tier(tier)
     org_row = await (
         await conn.execute(
@@ -92,9 +98,28 @@ async def create_organisation(
     await add_member(conn, organisation.id, owner_id, "owner")
     project = await create_project(conn, organisation.id, project_name)
     issued = {
-        env.name: await create_key(conn, env.id, name="default") for env in project.environments
+        env.name: await create_key(conn, env.id, name="default")
+        for env in project.environments
+        if issue_keys
     }
     return NewOrganisation(organisation, owner_id, owner_email, project, issued)
+
+
+async def sign_up(conn: Conn, organisation_name: str, email: str, password: str) -> NewOrganisation:
+    """A dashboard sign-up: a new organisation owned by a new user, with its default project and
+    three environments, and no API keys yet (the owner creates them, and sees them, on the
+    dashboard). Fields are checked before anything is written."""
+    name = organisation_name.strip()
+    if not 1 <= len(name) <= MAX_ORGANISATION_NAME:
+        raise ValidationFailed(
+            f"organisation name must be 1 to {MAX_ORGANISATION_NAME} characters", field="name"
+        )
+    if len(password) > MAX_PASSWORD_LENGTH:
+        raise ValidationFailed(
+            f"password must be at most {MAX_PASSWORD_LENGTH} characters", field="password"
+        )
+    _check_user(email.strip(), password)
+    return await create_organisation(conn, name, email.strip(), password, issue_keys=False)
 
 
 async def get_organisation(conn: Conn, organisation_id: str) -> Organisation:
@@ -139,21 +164,27 @@ async def set_tier(
 async def create_user(conn: Conn, email: str, password: str) -> str:
     """A user with an argon2id password hash; returns its id."""
     email = email.strip()
+    _check_user(email, password)
+    # argon2 takes tens of milliseconds: off the event loop, as sign-in's verify is.
+    password_hash = await asyncio.to_thread(hash_password, password)
+    row = await (
+        await conn.execute(
+            q.INSERT_USER,
+            {"id": new_id("usr"), "email": email, "password_hash": password_hash},
+        )
+    ).fetchone()
+    if row is None:
+        raise EmailTaken(email)
+    return str(row["id"])
+
+
+def _check_user(email: str, password: str) -> None:
     if "@" not in email or len(email) > 320:
         raise ValidationFailed("email is not a valid address", field="email")
     if len(password) < MIN_PASSWORD_LENGTH:
         raise ValidationFailed(
             f"password needs at least {MIN_PASSWORD_LENGTH} characters", field="password"
         )
-    row = await (
-        await conn.execute(
-            q.INSERT_USER,
-            {"id": new_id("usr"), "email": email, "password_hash": hash_password(password)},
-        )
-    ).fetchone()
-    if row is None:
-        raise EmailTaken(email)
-    return str(row["id"])
 
 
 async def add_member(conn: Conn, organisation_id: str, user_id: str, role: str) -> None:

@@ -41,12 +41,15 @@ class SessionRequired(ClientError):
 
 
 class CsrfFailed(ClientError):
-    """An unsafe request without the session's CSRF token in ``X-CSRF-Token``."""
+    """An unsafe request without the session's CSRF token (``X-CSRF-Token`` or a form field)."""
 
     code = "CSRF_FAILED"
 
     def __init__(self) -> None:
-        super().__init__("The X-CSRF-Token header is missing or does not match this session.")
+        super().__init__(
+            "The X-CSRF-Token header (or a form's csrf_token field) is missing or does not "
+            "match this session."
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +121,14 @@ async def _open_session(
     matches = await asyncio.to_thread(verify_password, stored, password)
     if user is None or not matches:
         raise InvalidCredentials
-    await conn.execute(q.DELETE_EXPIRED_SESSIONS_OF_USER, {"user_id": user["id"]})
+    return await start_session(conn, str(user["id"]), ttl_s)
+
+
+async def start_session(conn: Conn, user_id: str, ttl_s: int = SESSION_TTL_S) -> NewSession:
+    """Open a session for a user whose identity is already established (just signed in or up)."""
+    await conn.execute(q.DELETE_EXPIRED_SESSIONS_OF_USER, {"user_id": user_id})
     token, csrf = secrets.token_urlsafe(TOKEN_BYTES), secrets.token_urlsafe(TOKEN_BYTES)
-    params = {"token_sha256": token_hash(token), "user_id": user["id"], "csrf_token": csrf}
+    params = {"token_sha256": token_hash(token), "user_id": user_id, "csrf_token": csrf}
     await conn.execute(q.INSERT_SESSION, {**params, "ttl_s": ttl_s})
     return NewSession(token, await get_session(conn, token))
 

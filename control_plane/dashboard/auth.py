@@ -1,0 +1,211 @@
+"""Sign up, sign in and sign out: the dashboard's forms over the ``/auth`` session machinery.
+
+The sign-in and sign-up forms are posted before any session exists, so their CSRF token is a
+double-submit one: a random value in a ``SameSite=Strict`` cookie, echoed by the form.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from typing import Any
+
+from litestar import Controller, Request, Response, get, post
+from litestar.connection import ASGIConnection
+from litestar.datastructures import Cookie
+from litestar.handlers.base import BaseRouteHandler
+
+from control_plane.dashboard.pages import (
+    PREFIX,
+    current_session,
+    env_path,
+    field,
+    form_fields,
+    page,
+    redirect,
+    safe_next,
+)
+from control_plane.errors import status_for
+from control_plane.resources import resources_of
+from control_plane.sessions import (
+    COOKIE_NAME,
+    CSRF_FIELD,
+    form_field,
+    login_throttle_of,
+    require_csrf,
+    require_session,
+    session_cookie,
+)
+from infra import settings
+from infra.errors import ValidationFailed
+from observability.logging import bind
+from tenants import service as tenants
+from tenants import sessions
+from tenants.errors import EmailTaken, InvalidCredentials
+from tenants.login_throttle import TooManyLoginAttempts
+from tenants.sessions import CsrfFailed, NewSession
+
+FORM_COOKIE = "qc_form_csrf"
+FORM_TOKEN_BYTES = 32
+
+
+def form_cookie(token: str) -> Cookie:
+    """The pre-session CSRF cookie of the sign-in and sign-up forms."""
+    return Cookie(
+        key=FORM_COOKIE,
+        value=token,
+        path=PREFIX,
+        httponly=True,
+        samesite="strict",
+        secure=settings.http().public_url.lower().startswith("https://"),
+    )
+
+
+def form_token(request: Request[Any, Any, Any]) -> str:
+    """The browser's form token, or a new one when it has none."""
+    token = request.cookies.get(FORM_COOKIE, "")
+    return token if 40 <= len(token) <= 64 else secrets.token_urlsafe(FORM_TOKEN_BYTES)
+
+
+async def require_form_csrf(
+    connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler | None = None
+) -> None:
+    """Guard: the form echoes the token of its cookie (403 ``CSRF_FAILED`` otherwise)."""
+    cookie = connection.cookies.get(FORM_COOKIE, "")
+    posted = await form_field(connection, CSRF_FIELD) or ""
+    if not cookie or not hmac.compare_digest(cookie.encode(), posted.encode()):
+        raise CsrfFailed
+
+
+def anonymous_form(
+    request: Request[Any, Any, Any],
+    template: str,
+    *,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+    **context: Any,
+) -> Response[Any]:
+    """The sign-in or sign-up page with its form token (in the page and in the cookie)."""
+    token = form_token(request)
+    return page(
+        request,
+        template,
+        status=status,
+        headers=headers,
+        cookies=[form_cookie(token)],
+        form_csrf=token,
+        **context,
+    )
+
+
+def signed_in(opened: NewSession, target: str) -> Response[Any]:
+    """Where a new session goes, carrying its cookie."""
+    bind(user_id=opened.session.user_id)
+    return redirect(target, cookies=[session_cookie(opened.token)])
+
+
+class AuthPages(Controller):
+    """``/dashboard/login``, ``/dashboard/signup`` and ``/dashboard/logout``."""
+
+    path = PREFIX
+    include_in_schema = False
+
+    @get("/login")
+    async def login_page(self, request: Request[Any, Any, Any]) -> Response[Any]:
+        """The sign-in form (the dashboard's home for a browser already signed in)."""
+        if await _has_session(request):
+            return redirect(safe_next(request.query_params.get("next")))
+        return anonymous_form(
+            request, "login.html", next=safe_next(request.query_params.get("next")), email=""
+        )
+
+    @post("/login", guards=[require_form_csrf])
+    async def login(self, request: Request[Any, Any, Any]) -> Response[Any]:
+        """Open a session; a wrong pair or too many failures are explained on the form."""
+        fields = await form_fields(request)
+        email, target = field(fields, "email"), safe_next(field(fields, "next"))
+        client_address = request.client.host if request.client else None
+        try:
+            async with resources_of(request.app).db.connection() as conn:
+                opened = await sessions.login(
+                    conn,
+                    email,
+                    field(fields, "password", strip=False),
+                    login_throttle_of(request.app),
+                    client_address,
+                )
+        except (InvalidCredentials, TooManyLoginAttempts) as exc:
+            return _login_refused(request, exc, email, target)
+        return signed_in(opened, target)
+
+    @get("/signup")
+    async def signup_page(self, request: Request[Any, Any, Any]) -> Response[Any]:
+        """The sign-up form."""
+        return anonymous_form(request, "signup.html", name="", email="")
+
+    @post("/signup", guards=[require_form_csrf])
+    async def signup(self, request: Request[Any, Any, Any]) -> Response[Any]:
+        """A new organisation owned by a new user, who is then signed in."""
+        fields = await form_fields(request)
+        name, email = field(fields, "name"), field(fields, "email")
+        try:
+            async with resources_of(request.app).db.connection() as conn:
+                new = await tenants.sign_up(
+                    conn, name, email, field(fields, "password", strip=False)
+                )
+                opened = await sessions.start_session(conn, new.owner_id)
+        except (ValidationFailed, EmailTaken) as exc:
+            return anonymous_form(
+                request,
+                "signup.html",
+                status=status_for(exc),
+                error=exc.message,
+                name=name,
+                email=email,
+            )
+        development = new.project.environment("development")
+        return signed_in(opened, env_path(development.id, "topics") + "?notice=welcome")
+
+    @post("/logout", guards=[require_session, require_csrf])
+    async def logout(self, request: Request[Any, Any, Any]) -> Response[Any]:
+        """End the session server-side; its cookie stops working at once."""
+        async with resources_of(request.app).db.connection() as conn:
+            await sessions.logout(conn, request.cookies.get(COOKIE_NAME, ""))
+        return redirect(
+            f"{PREFIX}/login", notice="signed-out", cookies=[session_cookie("", max_age_s=0)]
+        )
+
+
+def _login_refused(
+    request: Request[Any, Any, Any], exc: Exception, email: str, target: str
+) -> Response[Any]:
+    if isinstance(exc, TooManyLoginAttempts):
+        retry_after_s = int(exc.data["retry_after_s"])
+        return anonymous_form(
+            request,
+            "login.html",
+            status=429,
+            error=f"Too many failed sign-in attempts. Try again in {retry_after_s} seconds.",
+            email=email,
+            next=target,
+            headers={"Retry-After": str(retry_after_s)},
+        )
+    return anonymous_form(
+        request,
+        "login.html",
+        status=401,
+        error="Email or password is incorrect.",
+        email=email,
+        next=target,
+    )
+
+
+async def _has_session(request: Request[Any, Any, Any]) -> bool:
+    """Whether the browser's session cookie names a live session."""
+    if current_session(request) is not None:
+        return True
+    try:
+        await require_session(request)
+    except sessions.SessionRequired:
+        return False
+    return True

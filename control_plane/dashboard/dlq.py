@@ -1,0 +1,112 @@
+"""A consumer group's dead-letter queue: inspect page by page, replay one, replay all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, Response, get, post
+from litestar.params import FromPath
+
+from control_plane.dashboard.pages import env_path, page, redirect
+from control_plane.dashboard.scope import environment
+from control_plane.errors import status_for
+from control_plane.sessions import require_csrf, require_session
+from data_plane import delivery, dlq
+from data_plane.dlq import DeadLetterNotFound, DeadLetterReplayed
+
+PAGE_SIZE = 20
+MAX_DATA_CHARS = 2000  # of a message's data shown in the table
+
+
+def dlq_path(env_id: str, topic: str, group: str) -> str:
+    """The DLQ page of a group."""
+    return env_path(env_id, "topics", topic, "groups", group, "dlq")
+
+
+def data_text(view: dlq.DeadLetterView) -> str:
+    """A dead letter's data as JSON text, cut to :data:`MAX_DATA_CHARS`."""
+    text = bytes(view.data).decode(errors="replace")
+    return text if len(text) <= MAX_DATA_CHARS else text[:MAX_DATA_CHARS] + "…"
+
+
+class DeadLetterPages(Controller):
+    """``…/groups/{group}/dlq``: everyone inspects; owners, admins and developers replay."""
+
+    path = "/dashboard/envs/{env_id:str}/topics/{topic:str}/groups/{group:str}/dlq"
+    guards = [require_session, require_csrf]
+    include_in_schema = False
+
+    @get("/")
+    async def inspect(
+        self,
+        request: Request[Any, Any, Any],
+        env_id: FromPath[str],
+        topic: FromPath[str],
+        group: FromPath[str],
+    ) -> Response[Any]:
+        """Oldest first, :data:`PAGE_SIZE` a page; ``?after=`` a message id continues."""
+        return await render_dlq(request, env_id, topic, group)
+
+    @post("/replay")
+    async def replay_all(
+        self,
+        request: Request[Any, Any, Any],
+        env_id: FromPath[str],
+        topic: FromPath[str],
+        group: FromPath[str],
+    ) -> Response[Any]:
+        """Deliver every dead letter to the group's consumers again."""
+        async with environment(request, env_id, "replay_dead_letters") as (conn, _):
+            ref = await delivery.group_ref(conn, env_id, topic, group)
+            replayed = await dlq.replay_all(conn, ref)
+        return redirect(dlq_path(env_id, topic, group), notice="replayed", count=replayed.replayed)
+
+    @post("/{message_id:str}/replay")
+    async def replay_one(
+        self,
+        request: Request[Any, Any, Any],
+        env_id: FromPath[str],
+        topic: FromPath[str],
+        group: FromPath[str],
+        message_id: FromPath[str],
+    ) -> Response[Any]:
+        """Deliver one dead letter again; one already replayed or gone is explained."""
+        try:
+            async with environment(request, env_id, "replay_dead_letters") as (conn, _):
+                ref = await delivery.group_ref(conn, env_id, topic, group)
+                await dlq.replay_one(conn, ref, message_id)
+        except (DeadLetterNotFound, DeadLetterReplayed) as exc:
+            return await render_dlq(
+                request, env_id, topic, group, status=status_for(exc), error=exc.message
+            )
+        return redirect(dlq_path(env_id, topic, group), notice="replayed", count=1)
+
+
+async def render_dlq(
+    request: Request[Any, Any, Any],
+    env_id: str,
+    topic: str,
+    group: str,
+    *,
+    status: int = 200,
+    error: str | None = None,
+) -> Response[Any]:
+    """One page of the queue, with its depth."""
+    after = request.query_params.get("after") or None
+    async with environment(request, env_id) as (conn, access):
+        ref = await delivery.group_ref(conn, env_id, topic, group)
+        listing = await dlq.inspect(conn, ref, PAGE_SIZE, after)
+    return page(
+        request,
+        "dlq.html",
+        status=status,
+        access=access,
+        section="topics",
+        error=error,
+        topic=topic,
+        group=group,
+        listing=listing,
+        rows=[(view, data_text(view)) for view in listing.messages],
+        after=after,
+        dlq_path=dlq_path(env_id, topic, group),
+    )

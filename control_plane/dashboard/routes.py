@@ -1,0 +1,37 @@
+"""The dashboard's routes: its pages behind one router, its static files, and ``/``."""
+
+from __future__ import annotations
+
+from litestar import Router
+from litestar.static_files import create_static_files_router
+from litestar.types import ControllerRouterHandler
+
+from control_plane.dashboard.alerts import AlertPages
+from control_plane.dashboard.auth import AuthPages
+from control_plane.dashboard.dlq import DeadLetterPages
+from control_plane.dashboard.errors import PAGE_EXCEPTION_HANDLERS
+from control_plane.dashboard.home import HomePages, root
+from control_plane.dashboard.keys import KeyPages
+from control_plane.dashboard.pages import PREFIX, STATIC
+from control_plane.dashboard.topics import TopicPages
+
+
+def dashboard_route_handlers() -> list[ControllerRouterHandler]:
+    """The pages (with HTML error pages), ``/dashboard/static`` and ``/``."""
+    pages = Router(
+        path="/",
+        route_handlers=[
+            AuthPages,
+            HomePages,
+            KeyPages,
+            TopicPages,
+            DeadLetterPages,
+            AlertPages,
+        ],
+        exception_handlers=PAGE_EXCEPTION_HANDLERS,
+        include_in_schema=False,
+    )
+    static = create_static_files_router(
+        path=f"{PREFIX}/static", directories=[STATIC], include_in_schema=False
+    )
+    return [pages, static, root]

@@ -1,0 +1,131 @@
+"""An environment's topics (list, create, describe) and a consumer group's page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, Request, Response, get, post
+from litestar.params import FromPath
+
+from control_plane.dashboard.charts import lag_chart
+from control_plane.dashboard.pages import env_path, field, form_fields, page, redirect
+from control_plane.dashboard.scope import environment
+from control_plane.errors import status_for
+from control_plane.groups import group_view
+from control_plane.sessions import require_csrf, require_session
+from data_plane import overview
+from data_plane import topics as topic_service
+from infra.errors import Conflict, ValidationFailed
+
+TOPIC_FORM_DEFAULTS = {
+    "name": "",
+    "partitions": "3",
+    "retention": "7d",
+    "delivery": "exactly-once",
+    "latency_class": "express",
+}
+
+
+def parse_topic_form(fields: dict[str, list[str]]) -> dict[str, Any]:
+    """The create form as :func:`data_plane.topics.create_topic`'s keyword arguments."""
+    partitions = field(fields, "partitions") or TOPIC_FORM_DEFAULTS["partitions"]
+    if not partitions.isdigit() or len(partitions) > 6:
+        raise ValidationFailed("partitions must be a whole number", field="partitions")
+    return {
+        "name": field(fields, "name"),
+        "partitions": int(partitions),
+        "retention": field(fields, "retention") or TOPIC_FORM_DEFAULTS["retention"],
+        "delivery": field(fields, "delivery") or TOPIC_FORM_DEFAULTS["delivery"],
+        "latency_class": field(fields, "latency_class") or TOPIC_FORM_DEFAULTS["latency_class"],
+    }
+
+
+class TopicPages(Controller):
+    """``/dashboard/envs/{env}/topics``: everyone sees; owners, admins and developers create."""
+
+    path = "/dashboard/envs/{env_id:str}/topics"
+    guards = [require_session, require_csrf]
+    include_in_schema = False
+
+    @get("/")
+    async def list_topics(
+        self, request: Request[Any, Any, Any], env_id: FromPath[str]
+    ) -> Response[Any]:
+        """Topics with partitions, retention, delivery and depth; the create form."""
+        return await render_topics(request, env_id)
+
+    @post("/")
+    async def create_topic(
+        self, request: Request[Any, Any, Any], env_id: FromPath[str]
+    ) -> Response[Any]:
+        """Create a topic; quota and naming problems are explained on the form."""
+        fields = await form_fields(request)
+        form = {key: field(fields, key) for key in TOPIC_FORM_DEFAULTS}
+        try:
+            async with environment(request, env_id, "create_topics") as (conn, access):
+                topic = await topic_service.create_topic(
+                    conn, access.organisation.id, env_id, **parse_topic_form(fields)
+                )
+        except (ValidationFailed, Conflict) as exc:
+            return await render_topics(
+                request, env_id, status=status_for(exc), error=exc.message, form=form
+            )
+        return redirect(env_path(env_id, "topics", topic.name), notice="topic-created")
+
+    @get("/{topic:str}")
+    async def describe_topic(
+        self, request: Request[Any, Any, Any], env_id: FromPath[str], topic: FromPath[str]
+    ) -> Response[Any]:
+        """A topic's partitions (offsets, depth) and its consumer groups (lag, dead letters)."""
+        async with environment(request, env_id) as (conn, access):
+            detail = await overview.topic_detail(conn, env_id, topic)
+        return page(request, "topic.html", access=access, section="topics", detail=detail)
+
+    @get("/{topic:str}/groups/{group:str}")
+    async def describe_group(
+        self,
+        request: Request[Any, Any, Any],
+        env_id: FromPath[str],
+        topic: FromPath[str],
+        group: FromPath[str],
+    ) -> Response[Any]:
+        """Members, partitions with owner, committed offset and lag, dead letters, lag chart."""
+        async with environment(request, env_id) as (conn, access):
+            detail = await overview.group_detail(conn, env_id, topic, group)
+        view = group_view(detail.state)
+        return page(
+            request,
+            "group.html",
+            access=access,
+            section="topics",
+            group=view,
+            members=detail.state["members"],  # rows, with their heartbeat as a datetime
+            lag=detail.lag,
+            chart=lag_chart(detail.lag),
+            total_lag=sum(partition.lag for partition in view.partitions),
+        )
+
+
+async def render_topics(
+    request: Request[Any, Any, Any],
+    env_id: str,
+    *,
+    status: int = 200,
+    error: str | None = None,
+    form: dict[str, str] | None = None,
+) -> Response[Any]:
+    """The topics page, with a create form holding what was entered."""
+    async with environment(request, env_id) as (conn, access):
+        summaries = await overview.topic_summaries(conn, env_id)
+    return page(
+        request,
+        "topics.html",
+        status=status,
+        access=access,
+        section="topics",
+        error=error,
+        topics=summaries,
+        form=form or TOPIC_FORM_DEFAULTS,
+        deliveries=topic_service.DELIVERIES,
+        latency_classes=topic_service.LATENCY_CLASSES,
+    )

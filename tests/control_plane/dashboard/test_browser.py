@@ -1,0 +1,174 @@
+"""The dashboard in a real browser: Debian's Chromium, driven by Playwright, against a real
+``queuecore serve`` process.
+
+One user's first hour: sign up, create a key and copy it from the page, create a topic, publish
+with the key over the REST API, watch depth and lag on the topic and group pages, dead-letter a
+message, replay it from the DLQ page and see the queue's depth fall. Every wait is one of
+Playwright's auto-waiting expectations, with generous timeouts for a busy machine.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+
+from tests.support.services import unavailable
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+CHROMIUM = Path("/usr/bin/chromium")  # Debian's; Playwright's own browser download is not used
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-gpu",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+TIMEOUT_MS = 30_000
+PASSWORD = "a-long-enough-password"
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Browser]:
+    """Chromium, headless (skipped on a laptop without it, a failure in CI)."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        unavailable("the playwright package is not installed (make install)")
+    if not CHROMIUM.exists():
+        unavailable(f"{CHROMIUM} is missing (apt-get install chromium)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=120_000
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium: Browser) -> Iterator[Page]:
+    """A fresh browser context (no cookies) and page, with generous timeouts."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    context = chromium.new_context()
+    context.set_default_timeout(TIMEOUT_MS)
+    context.set_default_navigation_timeout(2 * TIMEOUT_MS)
+    yield context.new_page()
+    context.close()
+
+
+class Rest:
+    """The REST API with the key copied from the dashboard."""
+
+    def __init__(self, base: str, key: str, topic: str) -> None:
+        self.http = httpx.Client(
+            base_url=f"{base}/v1/topics/{topic}",
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=60,
+        )
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        response = self.http.request(method, path, json=body)
+        assert response.status_code < 300, response.text
+        return response.json() if response.content else None
+
+
+def sign_up(page: Page, api: str, email: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(api)  # the bare URL leads to the sign-in page
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    page.get_by_role("link", name="Create an account").click()
+    page.get_by_label("Organisation name").fill("Browser Co")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Create account").click()
+    expect(page.get_by_role("status")).to_contain_text("Your organisation is ready")
+    expect(page.locator("a.env-development")).to_have_attribute("aria-current", "page")
+
+
+def create_key(page: Page) -> str:
+    from playwright.sync_api import expect
+
+    page.locator("ul.sections").get_by_role("link", name="API keys").click()
+    expect(page.get_by_role("heading", name="Create a key")).to_be_visible()
+    page.get_by_label("Name").fill("browser-test")
+    page.get_by_role("button", name="Create key").click()
+    secret = page.get_by_test_id("new-key-secret")
+    expect(secret).to_have_text(re.compile(r"^pq_test_sk_[0-9A-Za-z]{32}$"))
+    return secret.inner_text()
+
+
+def create_topic(page: Page, topic: str) -> None:
+    from playwright.sync_api import expect
+
+    page.locator("ul.sections").get_by_role("link", name="Topics").click()
+    page.get_by_label("Name").fill(topic)
+    page.get_by_label("Partitions").fill("1")
+    page.get_by_role("button", name="Create topic").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(topic)
+    expect(page.get_by_test_id("topic-depth")).to_have_text("0")
+
+
+def test_sign_up_key_topic_publish_lag_dead_letter_and_replay_in_a_browser(
+    api: str, page: Page
+) -> None:
+    from playwright.sync_api import expect
+
+    topic, email = "orders.browser", f"browser-{secrets.token_hex(5)}@example.com"
+    sign_up(page, api, email)
+    key = create_key(page)
+    # shown once: the same page, opened again, has the key's hint and not its secret
+    page.locator("ul.sections").get_by_role("link", name="API keys").click()
+    expect(page.get_by_test_id("new-key-secret")).to_have_count(0)
+    expect(page.get_by_text(f"{key[:11]}…{key[-4:]}")).to_be_visible()
+    create_topic(page, topic)
+
+    rest = Rest(api, key, topic)
+    rest.call("PUT", "/groups/billing", {"startFrom": "earliest", "deadLetter": {"maxRetries": 0}})
+    for n in range(3):
+        rest.call("POST", "/messages", {"data": {"order": n}})
+    member = rest.call("POST", "/groups/billing/members", {"clientId": "browser"})["memberId"]
+    pulled = rest.call("POST", f"/groups/billing/members/{member}/pull", {"maxMessages": 3})
+    first, second, _ = pulled["messages"]
+
+    page.reload()
+    expect(page.get_by_test_id("topic-depth")).to_have_text("3")
+    expect(page.get_by_test_id("group-lag-billing")).to_have_text("3")
+    page.get_by_role("link", name="billing", exact=True).click()
+    expect(page.get_by_role("heading", name="Consumer group billing")).to_be_visible()
+    expect(page.get_by_test_id("group-lag")).to_have_text("3")
+    expect(page.get_by_role("cell", name=member)).to_have_count(2)  # member list and owner
+
+    rest.call("POST", "/groups/billing/ack", {"ackIds": [first["ackId"]]})
+    nacked = rest.call("POST", "/groups/billing/nack", {"ackId": second["ackId"], "error": "boom"})
+    assert nacked["deadLettered"] is True
+    page.reload()
+    expect(page.get_by_test_id("group-lag")).to_have_text("1")
+    expect(page.get_by_test_id("dlq-depth")).to_have_text("1")
+
+    page.get_by_test_id("dlq-depth").click()
+    expect(page.get_by_role("heading", name="Dead-letter queue of billing")).to_be_visible()
+    expect(page.get_by_test_id("dlq-depth")).to_have_text("1")
+    expect(page.get_by_role("cell", name="boom")).to_be_visible()
+    page.get_by_role("button", name=f"Replay message {second['id']}").click()
+    expect(page.get_by_role("status")).to_contain_text("Replayed 1 dead-lettered message")
+    expect(page.get_by_test_id("dlq-depth")).to_have_text("0")
+    expect(page.get_by_text("The queue is empty.")).to_be_visible()
+
+    again = rest.call("POST", f"/groups/billing/members/{member}/pull", {"waitMs": 10_000})
+    assert [(m["id"], m["attempt"]) for m in again["messages"]] == [(second["id"], 1)]
+
+    page.locator("form[action$='/logout'] button").click()
+    expect(page.get_by_role("status")).to_have_text("You are signed out.")
