@@ -26,13 +26,12 @@ import functools
 import itertools
 import json
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
-from pyspark import Accumulator
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
@@ -41,6 +40,7 @@ from data_plane import lag_queries as q
 from data_plane.lag import BUCKET_S
 from infra import settings
 from infra.settings import SettingsError
+from spark_pipelines import sink
 from spark_pipelines.cli import add_lag_analytics_arguments, default_window
 from spark_pipelines.session import build_session
 
@@ -48,7 +48,6 @@ APP_NAME = "queuecore-lag-analytics"
 # A step longer than this gives no rate (an hour-long gap says little about this minute's
 # pace); it is also how far before the window the job reads, for the first steps' predecessors.
 MAX_STEP_S = 900
-WRITE_BATCH = 5_000
 
 SNAPSHOT_SCHEMA = StructType(
     [
@@ -224,30 +223,9 @@ def _time_to_drain() -> Column:
 
 def write_points(points: DataFrame, database_url: str, bucket_s: int) -> int:
     """Upsert the points, each Spark partition in one transaction; how many were written."""
-    written = points.sparkSession.sparkContext.accumulator(0)
-    points.foreachPartition(functools.partial(_write_partition, database_url, bucket_s, written))
-    return int(written.value)
-
-
-def _write_partition(
-    database_url: str, bucket_s: int, written: Accumulator[int], rows: Iterable[Row]
-) -> None:
-    """Runs in a Spark task. Connects only if the partition has points."""
-    batches = _batched(rows, WRITE_BATCH)
-    first = next(batches, None)
-    if first is None:
-        return
-    with psycopg.connect(database_url, connect_timeout=5) as conn:
-        for batch in itertools.chain([first], batches):
-            conn.execute(q.UPSERT_SERIES, _columns(batch, bucket_s))
-            written.add(len(batch))
-
-
-def _batched(rows: Iterable[Row], size: int) -> Iterator[tuple[Row, ...]]:
-    """``itertools.batched`` (Python 3.12+) for 3.11."""
-    iterator = iter(rows)
-    while batch := tuple(itertools.islice(iterator, size)):
-        yield batch
+    return sink.upsert(
+        points, database_url, q.UPSERT_SERIES, functools.partial(_columns, bucket_s=bucket_s)
+    )
 
 
 def _columns(batch: Sequence[Row], bucket_s: int) -> dict[str, Any]:

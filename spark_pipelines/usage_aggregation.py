@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import argparse
 import functools
-import itertools
 import json
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
 import psycopg
-from pyspark import Accumulator
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
@@ -36,12 +34,12 @@ from billing import plans
 from billing import queries as q
 from infra import settings
 from infra.settings import SettingsError
+from spark_pipelines import sink
 from spark_pipelines.cli import add_usage_aggregation_arguments, current_month
 from spark_pipelines.lag_analytics import time_slices
 from spark_pipelines.session import build_session
 
 APP_NAME = "queuecore-usage-aggregation"
-WRITE_BATCH = 5_000
 MILLION = 1_000_000.0
 GB = 1_000_000_000.0
 HOUR_S = 3600
@@ -173,30 +171,9 @@ def _per(column: str, unit: float) -> Column:
 
 def write_monthly(monthly: DataFrame, database_url: str, month: date) -> int:
     """Upsert the month's rows, each Spark partition in one transaction; how many were written."""
-    written = monthly.sparkSession.sparkContext.accumulator(0)
-    monthly.foreachPartition(functools.partial(_write_partition, database_url, month, written))
-    return int(written.value)
-
-
-def _write_partition(
-    database_url: str, month: date, written: Accumulator[int], rows: Iterable[Row]
-) -> None:
-    """Runs in a Spark task. Connects only if the partition has rows."""
-    batches = _batched(rows, WRITE_BATCH)
-    first = next(batches, None)
-    if first is None:
-        return
-    with psycopg.connect(database_url, connect_timeout=5) as conn:
-        for batch in itertools.chain([first], batches):
-            conn.execute(q.UPSERT_MONTHLY, _columns(batch, month))
-            written.add(len(batch))
-
-
-def _batched(rows: Iterable[Row], size: int) -> Iterator[tuple[Row, ...]]:
-    """``itertools.batched`` (Python 3.12+) for 3.11."""
-    iterator = iter(rows)
-    while batch := tuple(itertools.islice(iterator, size)):
-        yield batch
+    return sink.upsert(
+        monthly, database_url, q.UPSERT_MONTHLY, functools.partial(_columns, month=month)
+    )
 
 
 def _columns(batch: Sequence[Row], month: date) -> dict[str, Any]:
