@@ -62,19 +62,22 @@ DELETE FROM topics WHERE id = %(topic_id)s AND status = 'deleting'
 
 # --- garbage collection --------------------------------------------------------------------------
 
-# Committed objects among %(keys)s that no block references any more.
+# Committed objects among %(keys)s that no block references any more. An object compaction
+# moved blocks out of (released_at set) is left to DELETE_EMPTY_OBJECTS: readers may still GET it.
 DELETE_UNREFERENCED_OBJECTS = """
 DELETE FROM segment_objects o
 WHERE o.object_key = ANY(%(keys)s)
+  AND o.released_at IS NULL
   AND NOT EXISTS (SELECT 1 FROM segment_blocks b WHERE b.object_key = o.object_key)
 RETURNING o.object_key
 """
 
 # Committed objects older than the grace period that no block references (their blocks were
-# dropped by retention, deletion or compaction and the object delete did not happen).
+# dropped by retention, deletion or compaction and the object delete did not happen). The grace
+# runs from the later of the commit and the last compaction that moved blocks out (released_at).
 DELETE_EMPTY_OBJECTS = """
 DELETE FROM segment_objects o
-WHERE o.created_at < now() - make_interval(secs => %(grace_s)s)
+WHERE greatest(o.created_at, o.released_at) < now() - make_interval(secs => %(grace_s)s)
   AND NOT EXISTS (SELECT 1 FROM segment_blocks b WHERE b.object_key = o.object_key)
 RETURNING o.object_key
 """

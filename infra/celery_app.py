@@ -33,6 +33,8 @@ PURGE_LAG_SNAPSHOTS_S = 86_400.0
 # run adds nothing); the usage aggregation job recomputes the month every hour.
 SAMPLE_STORAGE_S = 300.0
 RUN_USAGE_AGGREGATION_S = 3_600.0
+# Segment compaction merges blocks older than its minimum age (10 min): every half hour is enough.
+RUN_COMPACTION_S = 1_800.0
 
 
 def create_celery() -> Celery:
@@ -80,6 +82,9 @@ def create_celery() -> Celery:
                 "spark_pipelines.run_usage_aggregation",
                 RUN_USAGE_AGGREGATION_S,
                 expires=RUN_USAGE_AGGREGATION_S,
+            ),
+            "run-compaction": _scheduled(
+                "spark_pipelines.run_compaction", RUN_COMPACTION_S, expires=RUN_COMPACTION_S
             ),
         },
     )

@@ -17,6 +17,7 @@ LAG_WINDOW_S = 600
 JOB_MODULES = {
     "lag-analytics": "spark_pipelines.lag_analytics",
     "usage-aggregation": "spark_pipelines.usage_aggregation",
+    "compaction": "spark_pipelines.compaction",
 }
 
 
@@ -34,6 +35,12 @@ def add_spark_parser(sub: Any) -> None:
         jobs.add_parser(
             "usage-aggregation",
             help="turn hourly usage into per-project billable usage of a month",
+        )
+    )
+    add_compaction_arguments(
+        jobs.add_parser(
+            "compaction",
+            help="merge small multi-tenant segments into per-partition segments",
         )
     )
 
@@ -57,6 +64,45 @@ def add_usage_aggregation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--month", type=month, default=None, help="YYYY-MM (UTC); default: the current month"
     )
+
+
+def add_compaction_arguments(parser: argparse.ArgumentParser) -> None:
+    """Overrides of the ``QUEUECORE_COMPACTION_*`` settings, and the topics to limit it to."""
+    parser.add_argument(
+        "--min-age-s",
+        type=non_negative,
+        default=None,
+        help="only blocks older than this (default 600)",
+    )
+    parser.add_argument(
+        "--small-object-bytes",
+        type=non_negative,
+        default=None,
+        help="only blocks in objects smaller than this (default 4 MiB)",
+    )
+    parser.add_argument(
+        "--target-bytes",
+        type=non_negative,
+        default=None,
+        help="source bytes per output object at most (default 32 MiB)",
+    )
+    parser.add_argument(
+        "--topic-id",
+        action="append",
+        default=[],
+        help="compact only this topic (repeatable; default: every topic)",
+    )
+
+
+def non_negative(text: str) -> int:
+    """An integer that is 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def month(text: str) -> date:

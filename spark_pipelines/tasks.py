@@ -26,7 +26,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 from billing import queries as usage_queries
-from data_plane import lag_queries
+from data_plane import compaction_queries, lag_queries
 from infra import settings
 from infra.errors import ServerError, ValidationFailed
 from observability.logging import get_logger
@@ -34,6 +34,8 @@ from spark_pipelines.cli import current_month, default_window, month, timestamp
 
 # Below the beat interval (5 min), so a stuck run ends before the next one starts.
 JOB_TIMEOUT_S = 240.0
+# Compaction runs every 30 min and moves more bytes: it may take longer, still ending before the next.
+COMPACTION_TIMEOUT_S = 1_500.0
 STDERR_TAIL_CHARS = 2_000
 # For this long into a month the scheduled usage aggregation also recomputes the month before:
 # its last hour's counts and storage sample land in the minutes after midnight.
@@ -117,6 +119,36 @@ async def _has_usage(first: date) -> bool:
         row = await (
             await conn.execute(usage_queries.ANY_HOURLY, {"since": since, "until": until})
         ).fetchone()
+        return bool(row and row["found"])
+
+
+@shared_task(name="spark_pipelines.run_compaction")
+def run_compaction(
+    min_age_s: int | None = None, topic_ids: list[str] | None = None
+) -> dict[str, Any]:
+    """Merge small segments into per-partition ones (docs/compaction.md); ``min_age_s`` and
+    ``topic_ids`` override the settings and limit the run to those topics."""
+    if importlib.util.find_spec("pyspark") is None:
+        log.warning("spark_job_skipped", job="compaction", reason="pyspark is not installed")
+        return {"skipped": "pyspark is not installed"}
+    from spark_pipelines.compaction import CompactionSettings
+
+    config = CompactionSettings.from_env()
+    min_age_s = config.min_age_s if min_age_s is None else min_age_s
+    if not asyncio.run(_has_compaction_candidates(config.small_object_bytes, min_age_s)):
+        return {"skipped": "nothing to compact"}
+    args = ["--min-age-s", str(min_age_s)]
+    for topic_id in topic_ids or []:
+        args += ["--topic-id", topic_id]
+    return submit("spark_pipelines.compaction", args, COMPACTION_TIMEOUT_S)
+
+
+async def _has_compaction_candidates(small_object_bytes: int, min_age_s: int) -> bool:
+    params = {"small_object_bytes": small_object_bytes, "min_age_s": min_age_s}
+    async with await AsyncConnection.connect(
+        settings.database().url, autocommit=True, row_factory=dict_row, connect_timeout=5
+    ) as conn:
+        row = await (await conn.execute(compaction_queries.ANY_CANDIDATES, params)).fetchone()
         return bool(row and row["found"])
 
 
