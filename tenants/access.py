@@ -29,6 +29,7 @@ ACTIONS: dict[str, tuple[frozenset[str], str]] = {
     "create_topics": (WRITERS, "create topics"),
     "replay_dead_letters": (WRITERS, "replay dead letters"),
     "manage_alerts": (WRITERS, "change the alert endpoint"),
+    "view_usage": (MANAGERS, "see the environment's usage"),
 }
 
 

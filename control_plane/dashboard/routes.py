@@ -14,6 +14,7 @@ from control_plane.dashboard.home import HomePages, root
 from control_plane.dashboard.keys import KeyPages
 from control_plane.dashboard.pages import PREFIX, STATIC
 from control_plane.dashboard.topics import TopicPages
+from control_plane.dashboard.usage import UsagePages
 
 
 def dashboard_route_handlers() -> list[ControllerRouterHandler]:
@@ -27,6 +28,7 @@ def dashboard_route_handlers() -> list[ControllerRouterHandler]:
             TopicPages,
             DeadLetterPages,
             AlertPages,
+            UsagePages,
         ],
         exception_handlers=PAGE_EXCEPTION_HANDLERS,
         include_in_schema=False,
