@@ -57,10 +57,6 @@ WHERE g.id = %(group_id)s
 FOR NO KEY UPDATE OF g SKIP LOCKED
 """
 
-DLQ_DEPTH = """
-SELECT count(*) AS depth FROM dead_letters WHERE group_id = %(group_id)s AND replayed_at IS NULL
-"""
-
 RAISE_ALERT = """
 UPDATE consumer_groups SET dlq_alert_raised_at = now() WHERE id = %(group_id)s
 """

@@ -22,7 +22,7 @@ import psycopg
 
 from data_plane import alert_queries as q
 from data_plane.alert_schemas import DlqThresholdReached
-from data_plane.groups import Conn
+from data_plane.groups import Conn, dead_letter_depth
 from data_plane.read_schemas import iso_timestamp
 from data_plane.webhooks import literal_refusal
 from infra.errors import NotFound, ValidationFailed
@@ -213,8 +213,7 @@ async def _decide(conn: Conn, group_id: str) -> tuple[str, str | None]:
     group = await (await conn.execute(q.LOCK_ALERT_GROUP, params)).fetchone()
     if group is None:  # held by another check or a membership change, or deleted: next run
         return "unchanged", None
-    depth_row = await (await conn.execute(q.DLQ_DEPTH, params)).fetchone()
-    depth = int(depth_row["depth"]) if depth_row else 0
+    depth = await dead_letter_depth(conn, group_id)
     threshold, raised = group["alert_threshold"], group["dlq_alert_raised_at"] is not None
     if threshold is not None and depth >= threshold and not raised:
         return "raised", await _raise(conn, dict(group), depth)

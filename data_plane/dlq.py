@@ -17,6 +17,7 @@ import msgspec
 from data_plane import dlq_queries as q
 from data_plane import group_queries as gq
 from data_plane.delivery.model import Conn, GroupRef
+from data_plane.groups import dead_letter_depth
 from data_plane.publish import message_id, parse_message_id
 from data_plane.read_schemas import iso_timestamp
 from infra.errors import Conflict, NotFound, ValidationFailed
@@ -96,12 +97,10 @@ async def inspect(conn: Conn, ref: GroupRef, limit: int, after: str | None) -> D
         "limit": limit,
     }
     rows = await (await conn.execute(q.SELECT_PENDING, params)).fetchall()
-    depth = await (await conn.execute(q.COUNT_PENDING, {"group_id": ref.id})).fetchone()
+    depth = await dead_letter_depth(conn, ref.id)
     views = [_view(ref, row) for row in rows]
     more = len(views) == limit
-    return DeadLetterPage(
-        views, depth["depth"] if depth else 0, views[-1].message_id if more else None
-    )
+    return DeadLetterPage(views, depth, views[-1].message_id if more else None)
 
 
 async def _cursor(conn: Conn, ref: GroupRef, after: str) -> tuple[datetime, int, int]:
@@ -158,8 +157,7 @@ async def replay_all(conn: Conn, ref: GroupRef) -> Replayed:
     It stops once it has replayed as many as the queue held when it began, so entries that
     fail again while it runs are not replayed round and round.
     """
-    depth = await (await conn.execute(q.COUNT_PENDING, {"group_id": ref.id})).fetchone()
-    left, total = depth["depth"] if depth else 0, 0
+    left, total = await dead_letter_depth(conn, ref.id), 0
     while left > 0:
         await conn.execute(gq.LOCK_ALL_GROUP_PARTITIONS, {"group_id": ref.id})
         params = {"group_id": ref.id, "batch": min(left, REPLAY_BATCH)}

@@ -464,12 +464,12 @@ async def describe(conn: Conn, environment_id: str, topic: str, group: str) -> d
         "generation": generation,
         "members": members,
         "partitions": rows,
-        "dead_letters": await _dead_letters(conn, group_row["id"]),
+        "dead_letters": await dead_letter_depth(conn, group_row["id"]),
     }
 
 
-async def _dead_letters(conn: Conn, group_id: str) -> int:
-    """The depth of the group's dead-letter queue."""
+async def dead_letter_depth(conn: Conn, group_id: str) -> int:
+    """The depth of the group's dead-letter queue: its dead letters not replayed."""
     row = await (await conn.execute(dlq_queries.COUNT_PENDING, {"group_id": group_id})).fetchone()
     return int(row["depth"]) if row else 0
 
