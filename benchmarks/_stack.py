@@ -24,6 +24,7 @@ import psutil
 import psycopg
 from psycopg.rows import dict_row
 
+from core.object_store import s3_client
 from infra import migrate
 from infra.embedded import (
     HOST,
@@ -34,7 +35,6 @@ from infra.embedded import (
     die_with_parent,
     free_port_block,
 )
-from infra.object_store import s3_client
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUCKET = "queuecore-bench"

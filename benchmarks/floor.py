@@ -51,9 +51,9 @@ from benchmarks.consumer_client import Stamp
 from benchmarks.cpu import CpuWatch
 from benchmarks.load import Latency, open_loop_stamped
 from benchmarks.publish import _step, run
+from core.object_store import ensure_bucket
+from core.s3_http import Credentials, Endpoint, S3HttpClient, SigV4Signer
 from infra.embedded import HOST, die_with_parent, free_port_block
-from infra.object_store import ensure_bucket
-from infra.s3_http import Credentials, Endpoint, S3HttpClient, SigV4Signer
 
 BUCKET = "bench-floor"
 MESSAGE_BYTES = 1024

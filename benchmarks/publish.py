@@ -32,8 +32,8 @@ from benchmarks._stack import Stack
 from benchmarks.cpu import CpuWatch, shares
 from benchmarks.load import closed_loop, open_loop, payloads
 from benchmarks.report import machine, render
+from core.gc_tuning import freeze_startup_heap
 from infra.embedded import HOST, binary, free_port_block
-from infra.gc_tuning import freeze_startup_heap
 
 T = TypeVar("T")
 BATCH = 100
@@ -69,7 +69,7 @@ class PublishFailed(Exception):
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on uvloop when it is installed (as uvicorn does), else on asyncio's loop.
 
-    The load generator's garbage collector is tuned like the API's (``infra.gc_tuning``): its
+    The load generator's garbage collector is tuned like the API's (``core.gc_tuning``): its
     full collections paused the client for 60 ms, which counted as latency of every system.
     """
     freeze_startup_heap()

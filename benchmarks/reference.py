@@ -16,8 +16,8 @@ from typing import Any
 
 import psycopg
 
-from infra.object_store import ensure_bucket
-from infra.s3_http import Credentials, Endpoint, S3HttpClient, SigV4Signer
+from core.object_store import ensure_bucket
+from core.s3_http import Credentials, Endpoint, S3HttpClient, SigV4Signer
 
 REFERENCE_BUCKET = "bench-reference"  # apart from QueueCore's bucket, so PUT counts stay exact
 DEFAULT_LINGER_MS = 5.0
@@ -69,23 +69,26 @@ def express_linger() -> tuple[float, str]:
     if raw:
         return float(raw), "QUEUECORE_WRITER_LINGER_MS"
     try:
-        from data_plane.writer import WriterSettings
+        from data_plane.write.writer import WriterSettings
     except ImportError:
-        return DEFAULT_LINGER_MS, f"assumed {DEFAULT_LINGER_MS:g} ms (data_plane.writer missing)"
-    return float(WriterSettings.from_env().linger_ms), "data_plane.writer default"
+        return (
+            DEFAULT_LINGER_MS,
+            f"assumed {DEFAULT_LINGER_MS:g} ms (data_plane.write.writer missing)",
+        )
+    return float(WriterSettings.from_env().linger_ms), "data_plane.write.writer default"
 
 
 def standard_linger() -> float | None:
     """The standard-class linger of the writer, when the writer exists."""
     try:
-        from data_plane.writer import WriterSettings
+        from data_plane.write.writer import WriterSettings
     except ImportError:
         return None
     return float(WriterSettings.from_env().standard_linger_ms)
 
 
 def _time_puts(endpoint: str, samples: int) -> list[float]:
-    """PUTs through the client the segment writer uses (``infra.s3_http``), one at a time."""
+    """PUTs through the client the segment writer uses (``core.s3_http``), one at a time."""
     ensure_bucket(endpoint, REFERENCE_BUCKET, None, None, "us-east-1")
     client = S3HttpClient(
         Endpoint.parse(endpoint, "us-east-1"),

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from billing import queries as q
-from infra.settings import int_setting
+from core.settings import int_setting
 from observability.logging import get_logger
 
 log = get_logger("queuecore.billing")

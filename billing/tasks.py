@@ -18,7 +18,7 @@ from psycopg.rows import dict_row
 
 from billing import usage
 from billing.usage import Conn
-from infra import settings
+from core import settings
 
 Result = TypeVar("Result")
 

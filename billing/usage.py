@@ -25,7 +25,7 @@ from billing.schemas import (
     UsageBucket,
     UsageReport,
 )
-from infra.errors import ValidationFailed
+from core.errors import ValidationFailed
 from tenants import service as tenants
 
 Conn = AsyncConnection[DictRow]

@@ -9,9 +9,9 @@ from litestar.params import Body
 
 from control_plane.auth import auth_context
 from control_plane.resources import resources_of
-from data_plane import alerts
-from data_plane.alert_schemas import AlertEndpointRequest, AlertEndpointView
-from infra import settings
+from core import settings
+from data_plane.deadletters import alerts
+from data_plane.deadletters.alert_schemas import AlertEndpointRequest, AlertEndpointView
 
 
 def endpoint_view(endpoint: alerts.AlertEndpoint) -> AlertEndpointView:

@@ -24,8 +24,8 @@ from control_plane.sessions import SessionController
 from control_plane.topics import publishing
 from control_plane.tracing import tracing_plugins
 from control_plane.v1 import v1_router
-from infra import settings
-from infra.gc_tuning import freeze_startup_heap
+from core import settings
+from core.gc_tuning import freeze_startup_heap
 from observability import logging as qc_logging
 from observability import telemetry
 

@@ -18,20 +18,20 @@ from control_plane.messages import segment_reader
 from control_plane.resources import resources_of
 from control_plane.sse import EventStream, comment, event, events
 from control_plane.usage import meter_delivered
+from core import settings
+from core.errors import QueueCoreError
 from data_plane import delivery
 from data_plane.delivery import AckRejected, Delivery, GroupRef, GroupRefCache, Pulled
-from data_plane.groups import (
+from data_plane.groups.service import (
     HEARTBEAT_DIVISOR,
     RETRY_DELAY_MS,
     GroupTopicNotFound,
     MemberNotFound,
     parse_duration_ms,
 )
-from data_plane.notify import PublishListener
-from data_plane.publish import message_id
-from data_plane.read_schemas import iso_timestamp
-from infra import settings
-from infra.errors import QueueCoreError
+from data_plane.read.notify import PublishListener
+from data_plane.read.schemas import iso_timestamp
+from data_plane.write.publish import message_id
 from observability.logging import get_logger
 
 KEEPALIVE_S = 15.0

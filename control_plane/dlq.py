@@ -8,7 +8,7 @@ from litestar import Controller, Request, get, post
 from litestar.params import FromPath, QueryParameter
 
 from control_plane.consume import group_session
-from data_plane import dlq
+from data_plane.deadletters import service as dlq
 
 
 class DeadLetterController(Controller):

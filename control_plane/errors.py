@@ -14,7 +14,7 @@ from litestar.exceptions import (
 )
 
 from control_plane.request_id import request_id
-from infra.errors import (
+from core.errors import (
     ClientError,
     Conflict,
     NotFound,

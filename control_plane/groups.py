@@ -10,8 +10,8 @@ from litestar.params import Body, FromPath
 from control_plane.auth import auth_context
 from control_plane.consume import group_refs
 from control_plane.resources import resources_of
-from data_plane import groups
-from data_plane.group_schemas import (
+from data_plane.groups import service as groups
+from data_plane.groups.schemas import (
     GroupConfigRequest,
     GroupSummary,
     GroupView,
@@ -45,7 +45,7 @@ def _config(data: GroupConfigRequest) -> groups.GroupConfig:
 
 
 def group_view(state: dict[str, Any]) -> GroupView:
-    """Render :func:`data_plane.groups.describe`'s state."""
+    """Render :func:`data_plane.groups.service.describe`'s state."""
     group = state["group"]
     partitions = [
         PartitionState(

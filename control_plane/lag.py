@@ -10,7 +10,7 @@ from litestar.params import FromPath, QueryParameter
 
 from control_plane.auth import auth_context
 from control_plane.resources import resources_of
-from data_plane import lag
+from data_plane.groups import lag
 
 
 class LagController(Controller):

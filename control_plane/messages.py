@@ -10,11 +10,11 @@ from litestar.params import PathParameter, QueryParameter
 from control_plane.auth import auth_context
 from control_plane.resources import resources_of
 from control_plane.usage import meter_delivered
-from data_plane import reader as read_path
-from data_plane.cache import BlockCache, cache_max_bytes_from_env
-from data_plane.publish import message_id
-from data_plane.read_schemas import MessagePage, message_page
-from data_plane.reader import SegmentReader
+from data_plane.read import reader as read_path
+from data_plane.read.cache import BlockCache, cache_max_bytes_from_env
+from data_plane.read.reader import SegmentReader
+from data_plane.read.schemas import MessagePage, message_page
+from data_plane.write.publish import message_id
 
 MAX_BROWSE_LIMIT = 1000
 

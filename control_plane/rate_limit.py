@@ -15,8 +15,8 @@ from litestar import Litestar
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.resources import resources_of
-from infra import settings
-from infra.resp import RedisPipe
+from core import settings
+from core.resp import RedisPipe
 from tenants import rate_limits
 from tenants.models import AuthContext
 from tenants.rate_limits import Decision, RateLimiter

@@ -10,9 +10,9 @@ import redis.asyncio as aioredis
 from litestar import Litestar
 
 from billing.meter import MeterFlusher, UsageMeter, meter_settings
-from infra import settings
-from infra.db import AsyncPool, async_pool
-from infra.object_store import ObjectStore, metered_store
+from core import settings
+from core.db import AsyncPool, async_pool
+from core.object_store import ObjectStore, metered_store
 
 
 @dataclass

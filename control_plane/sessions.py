@@ -21,7 +21,7 @@ from litestar.handlers.base import BaseRouteHandler
 from litestar.params import Body
 
 from control_plane.resources import resources_of
-from infra import settings
+from core import settings
 from observability.logging import bind
 from tenants import sessions
 from tenants.login_throttle import LoginThrottle

@@ -18,10 +18,9 @@ from litestar.params import Body, FromPath
 
 from control_plane.auth import auth_context
 from control_plane.resources import resources_of
-from data_plane import groups
-from data_plane import topics as topic_service
-from data_plane.publish import Published, PublishService
-from data_plane.schemas import (
+from data_plane.groups import service as groups
+from data_plane.topics import service as topic_service
+from data_plane.topics.schemas import (
     BatchItemResult,
     BatchPublishRequest,
     BatchPublishResult,
@@ -33,8 +32,9 @@ from data_plane.schemas import (
     TopicView,
     UpdateTopicRequest,
 )
-from data_plane.topics import Topic
-from data_plane.writer import SegmentWriter, writer_settings
+from data_plane.topics.service import Topic
+from data_plane.write.publish import Published, PublishService
+from data_plane.write.writer import SegmentWriter, writer_settings
 from observability.logging import get_logger
 
 log = get_logger("queuecore.topics")

@@ -17,7 +17,7 @@ from billing import usage
 from billing.schemas import UsageReport
 from control_plane.auth import auth_context
 from control_plane.resources import resources_of
-from data_plane.segment import Message
+from data_plane.write.segment import Message
 
 
 def message_bytes(messages: Iterable[Message]) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.errors import ClientError, Conflict, NotFound, Unavailable, ValidationFailed
+from core.errors import ClientError, Conflict, NotFound, Unavailable, ValidationFailed
 
 
 class TopicNotFound(NotFound):

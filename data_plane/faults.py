@@ -11,8 +11,8 @@ import random
 import threading
 from collections import Counter
 
-from data_plane.cleanup import ListedObject, list_objects
-from infra.object_store import ObjectStore
+from core.object_store import ObjectStore
+from data_plane.maintenance.cleanup import ListedObject, list_objects
 
 OPERATIONS = ("put", "get", "delete", "list_keys", "ping")
 
@@ -128,6 +128,6 @@ class FaultyObjectStore:
         self.inner.ping()
 
     def list_objects(self, prefix: str = "") -> list[ListedObject]:
-        """Listing with ages (see ``data_plane.cleanup``), counted as ``list_keys``."""
+        """Listing with ages (see ``data_plane.maintenance.cleanup``), counted as ``list_keys``."""
         self._enter("list_keys")
         return list_objects(self.inner, prefix)

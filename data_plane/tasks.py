@@ -1,8 +1,8 @@
 """Celery tasks of the data plane: topic deletion, orphan GC, retention, member eviction,
 ack tombstones, DLQ alerts and their webhook deliveries, lag snapshots and their purge.
 
-Each task is a thin shell around an async service of :mod:`data_plane.cleanup` or
-:mod:`data_plane.groups`: it opens one psycopg ``AsyncConnection`` from the same settings the
+Each task is a thin shell around an async service of :mod:`data_plane.maintenance.cleanup` or
+:mod:`data_plane.groups.service`: it opens one psycopg ``AsyncConnection`` from the same settings the
 API uses and runs the service with ``asyncio.run``, so the API, the CLI and the worker execute
 one code path (there is no separate synchronous variant of the SQL to keep in step). The
 connection is autocommit because the services commit step by step (before touching S3; group
@@ -21,12 +21,15 @@ from celery import Task, shared_task
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from data_plane import alerts, cleanup, groups, lag, webhooks
-from data_plane.cleanup import CleanupReport, Conn
+from core import settings
+from core.object_store import ObjectStore, metered_store
+from data_plane.deadletters import alerts, webhooks
 from data_plane.delivery import store
-from infra import settings
+from data_plane.groups import lag
+from data_plane.groups import service as groups
+from data_plane.maintenance import cleanup
+from data_plane.maintenance.cleanup import CleanupReport, Conn
 from infra.celery_app import celery_app
-from infra.object_store import ObjectStore, metered_store
 from observability.logging import get_logger
 
 Work = Callable[[Conn, ObjectStore], Awaitable[CleanupReport]]

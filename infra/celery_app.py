@@ -7,7 +7,7 @@ from typing import Any
 
 from celery import Celery, signals
 
-from infra import settings
+from core import settings
 
 TASK_MODULES = [
     "observability.tasks",
@@ -17,7 +17,7 @@ TASK_MODULES = [
 ]
 
 # Members are otherwise evicted, and added partitions assigned, only by membership operations on
-# their group (see data_plane.groups), so this bounds how long a silent member's partitions stay
+# their group (see data_plane.groups.service), so this bounds how long a silent member's partitions stay
 # stranded (its session timeout, 30 s by default, plus this) and how long added partitions wait
 # for an owner. Each run is one scan of the groups, cheap next to the pulls.
 SWEEP_GROUPS_S = 5.0

@@ -6,8 +6,8 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from infra import settings
-from infra.settings import SettingsError
+from core import settings
+from core.settings import SettingsError
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -20,7 +20,7 @@ def _serve(args: argparse.Namespace) -> int:
     settings.webhooks()
     settings.telemetry()  # exported from each server process (control_plane.app)
     from billing.meter import meter_settings
-    from data_plane.writer import writer_settings
+    from data_plane.write.writer import writer_settings
 
     writer_settings()
     meter_settings()

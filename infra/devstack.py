@@ -24,6 +24,7 @@ from typing import IO
 
 import psutil
 
+from core.settings import PREFIX, DevStackSettings, HttpSettings
 from infra.embedded import (
     HOST,
     EmbeddedPostgres,
@@ -35,7 +36,6 @@ from infra.embedded import (
     require_free,
     wait_until,
 )
-from infra.settings import PREFIX, DevStackSettings, HttpSettings
 
 BUCKET = "queuecore"
 DASHBOARD_PATH = "/dashboard/login"  # the tenant dashboard's sign-in page

@@ -365,7 +365,7 @@ class EmbeddedS3(EmbeddedService):
 
     def _bucket_ready(self) -> bool:
         """The bucket exists and a write and read go through (volume servers registered)."""
-        from infra.object_store import ensure_bucket, s3_client
+        from core.object_store import ensure_bucket, s3_client
 
         ensure_bucket(self.endpoint_url, self.bucket, None, None, "us-east-1")
         client = s3_client(self.endpoint_url, None, None, "us-east-1")

@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 from opentelemetry import trace
 
-from infra.settings import LogSettings
+from core.settings import LogSettings
 
 REDACTED = "[REDACTED]"
 # Fields whose value is a credential whatever it looks like (``api_key_id`` is not one).

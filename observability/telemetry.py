@@ -9,7 +9,7 @@ middleware is installed and no log handler is added, so nothing is sent anywhere
 With an endpoint, the three signals go to ``<endpoint>/v1/metrics``, ``/v1/logs`` and
 ``/v1/traces`` with the configured headers (GreptimeDB's ``X-Greptime-DB-Name`` and Basic
 ``Authorization``; per-signal extras such as the trace pipeline header, see
-:class:`infra.settings.TelemetrySettings`). Every log line of the process is also a log record
+:class:`core.settings.TelemetrySettings`). Every log line of the process is also a log record
 there, with the fields bound by structlog (``request_id``, organisation, project, environment,
 task) as attributes, already masked by :func:`observability.logging.redact_secrets`, and the
 current span's trace and span ids. :func:`shutdown` flushes all three; it runs on application
@@ -57,7 +57,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
-from infra.settings import TelemetrySettings
+from core.settings import TelemetrySettings
 from observability import logging as qc_logging
 
 ROLES = ("api", "worker", "beat")

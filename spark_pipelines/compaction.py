@@ -39,14 +39,14 @@ from typing import Any
 import psycopg
 from pyspark.sql import SparkSession
 
-from data_plane import compaction_queries as q
-from data_plane.cleanup import orphan_grace_s_from_env
-from data_plane.reader import BlockRow, verified_block
-from data_plane.segment import Message, decode_segment, encode_segment
-from infra import settings
-from infra.db import connect
-from infra.object_store import S3ObjectStore
-from infra.settings import ObjectStoreSettings, SettingsError, _int
+from core import settings
+from core.db import connect
+from core.object_store import S3ObjectStore
+from core.settings import ObjectStoreSettings, SettingsError, _int
+from data_plane.maintenance import compaction_queries as q
+from data_plane.maintenance.cleanup import orphan_grace_s_from_env
+from data_plane.read.reader import BlockRow, verified_block
+from data_plane.write.segment import Message, decode_segment, encode_segment
 from observability.logging import get_logger
 from spark_pipelines.cli import add_compaction_arguments
 from spark_pipelines.session import build_session

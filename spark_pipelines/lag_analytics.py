@@ -36,10 +36,10 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from data_plane import lag_queries as q
-from data_plane.lag import BUCKET_S
-from infra import settings
-from infra.settings import SettingsError
+from core import settings
+from core.settings import SettingsError
+from data_plane.groups import lag_queries as q
+from data_plane.groups.lag import BUCKET_S
 from spark_pipelines import sink
 from spark_pipelines.cli import add_lag_analytics_arguments, default_window
 from spark_pipelines.session import build_session

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from infra.settings import PREFIX, SettingsError
+from core.settings import PREFIX, SettingsError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -26,9 +26,10 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
 from billing import queries as usage_queries
-from data_plane import compaction_queries, lag_queries
-from infra import settings
-from infra.errors import ServerError, ValidationFailed
+from core import settings
+from core.errors import ServerError, ValidationFailed
+from data_plane.groups import lag_queries
+from data_plane.maintenance import compaction_queries
 from observability.logging import get_logger
 from spark_pipelines.cli import current_month, default_window, month, timestamp
 

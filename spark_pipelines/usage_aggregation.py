@@ -32,8 +32,8 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from billing import plans
 from billing import queries as q
-from infra import settings
-from infra.settings import SettingsError
+from core import settings
+from core.settings import SettingsError
 from spark_pipelines import sink
 from spark_pipelines.cli import add_usage_aggregation_arguments, current_month
 from spark_pipelines.lag_analytics import time_slices

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from infra.errors import QueueCoreError, ValidationFailed
+from core.errors import QueueCoreError, ValidationFailed
 
 if TYPE_CHECKING:
     from tenants.models import ApiKey, IssuedKey, Organisation, Project
@@ -75,7 +75,7 @@ def add_tenants_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the chosen ``tenants`` sub-command; settings errors propagate (exit 2 upstream)."""
-    from infra import settings
+    from core import settings
 
     database_url = settings.database().url
     redis_url = settings.redis().url if args.tenants_command == "set-tier" else None

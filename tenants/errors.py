@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.errors import ClientError, Conflict, NotFound
+from core.errors import ClientError, Conflict, NotFound
 
 
 class InvalidApiKey(ClientError):

@@ -26,8 +26,8 @@ from typing import Any, TypeVar
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from infra.errors import ClientError
-from infra.redis_outage import RedisOutage
+from core.errors import ClientError
+from core.redis_outage import RedisOutage
 from observability.logging import get_logger
 from tenants.errors import InvalidCredentials
 

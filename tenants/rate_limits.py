@@ -23,9 +23,9 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from infra.errors import ClientError
-from infra.redis_outage import RedisOutage
-from infra.resp import RedisPipe, RespError, Script
+from core.errors import ClientError
+from core.redis_outage import RedisOutage
+from core.resp import RedisPipe, RespError, Script
 from observability.logging import get_logger
 from tenants import service
 from tenants.tiers import CATEGORIES, Category, Limits

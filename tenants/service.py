@@ -15,7 +15,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from infra.errors import ValidationFailed
+from core.errors import ValidationFailed
 from tenants import keys as key_format
 from tenants import queries as q
 from tenants.errors import (

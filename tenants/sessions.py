@@ -18,7 +18,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from infra.errors import ClientError
+from core.errors import ClientError
 from tenants import queries as q
 from tenants.errors import InvalidCredentials
 from tenants.login_throttle import LoginThrottle

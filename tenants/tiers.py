@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from infra.errors import ValidationFailed
+from core.errors import ValidationFailed
 
 TierName = Literal["developer", "pro", "enterprise"]
 Category = Literal["publish", "consume", "admin"]

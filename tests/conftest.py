@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from litestar.testing import TestClient
 
-from infra import migrate, settings
+from core import settings
+from infra import migrate
 from infra.embedded import free_port_block
 from tests.support.processes import http_status, queuecore, stop, wait_for
 from tests.support.services import Services, start_services, unavailable

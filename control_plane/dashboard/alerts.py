@@ -11,10 +11,10 @@ from control_plane.dashboard.pages import env_path, field, form_fields, page, re
 from control_plane.dashboard.scope import environment
 from control_plane.errors import status_for
 from control_plane.sessions import require_csrf, require_session
-from data_plane import alerts
-from data_plane.alerts import AlertEndpoint, AlertEndpointNotFound
-from infra import settings
-from infra.errors import ValidationFailed
+from core import settings
+from core.errors import ValidationFailed
+from data_plane.deadletters import alerts
+from data_plane.deadletters.alerts import AlertEndpoint, AlertEndpointNotFound
 
 NO_STORE = {"Cache-Control": "no-store"}
 

@@ -36,8 +36,8 @@ from control_plane.sessions import (
     require_session,
     session_cookie,
 )
-from infra import settings
-from infra.errors import ValidationFailed
+from core import settings
+from core.errors import ValidationFailed
 from observability.logging import bind
 from tenants import service as tenants
 from tenants import sessions

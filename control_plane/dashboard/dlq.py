@@ -11,8 +11,9 @@ from control_plane.dashboard.pages import env_path, page, redirect
 from control_plane.dashboard.scope import environment
 from control_plane.errors import status_for
 from control_plane.sessions import require_csrf, require_session
-from data_plane import delivery, dlq
-from data_plane.dlq import DeadLetterNotFound, DeadLetterReplayed
+from data_plane import delivery
+from data_plane.deadletters import service as dlq
+from data_plane.deadletters.service import DeadLetterNotFound, DeadLetterReplayed
 
 PAGE_SIZE = 20
 MAX_DATA_CHARS = 2000  # of a message's data shown in the table

@@ -18,7 +18,7 @@ from control_plane.errors import (
     handle_unexpected,
     handle_validation,
 )
-from infra.errors import QueueCoreError
+from core.errors import QueueCoreError
 from tenants.sessions import SessionRequired
 
 TITLES = {

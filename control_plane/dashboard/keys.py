@@ -12,7 +12,7 @@ from control_plane.dashboard.pages import env_path, field, form_fields, page, re
 from control_plane.dashboard.scope import environment
 from control_plane.errors import status_for
 from control_plane.sessions import require_csrf, require_session
-from infra.errors import ValidationFailed
+from core.errors import ValidationFailed
 from tenants import service as tenants
 from tenants.errors import KeyLimitReached
 from tenants.keys import SCOPES

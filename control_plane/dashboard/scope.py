@@ -10,7 +10,7 @@ from litestar import Request
 
 from control_plane.resources import resources_of
 from control_plane.sessions import session_of
-from data_plane.groups import Conn
+from data_plane.groups.service import Conn
 from observability.logging import bind
 from tenants import access as tenant_access
 from tenants.access import EnvironmentAccess

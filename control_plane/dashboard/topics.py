@@ -13,9 +13,9 @@ from control_plane.dashboard.scope import environment
 from control_plane.errors import status_for
 from control_plane.groups import group_view
 from control_plane.sessions import require_csrf, require_session
-from data_plane import overview
-from data_plane import topics as topic_service
-from infra.errors import Conflict, ValidationFailed
+from core.errors import Conflict, ValidationFailed
+from data_plane.topics import overview
+from data_plane.topics import service as topic_service
 
 TOPIC_FORM_DEFAULTS = {
     "name": "",
@@ -27,7 +27,7 @@ TOPIC_FORM_DEFAULTS = {
 
 
 def parse_topic_form(fields: dict[str, list[str]]) -> dict[str, Any]:
-    """The create form as :func:`data_plane.topics.create_topic`'s keyword arguments."""
+    """The create form as :func:`data_plane.topics.service.create_topic`'s keyword arguments."""
     partitions = field(fields, "partitions") or TOPIC_FORM_DEFAULTS["partitions"]
     if not partitions.isdigit() or len(partitions) > 6:
         raise ValidationFailed("partitions must be a whole number", field="partitions")

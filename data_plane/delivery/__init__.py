@@ -9,7 +9,7 @@ message is delivered again. The committed offset is the lowest offset not yet do
 dead-lettered); it only moves forward, except by an explicit seek or reset.
 
 Bookkeeping is per request, not per message (docs/consumer-groups.md): fresh offsets are leased
-as ONE range row per partition and pull (``group_leases``, see :mod:`data_plane.leases`); acks
+as ONE range row per partition and pull (``group_leases``, see :mod:`data_plane.delivery.leases`); acks
 flip bits of those rows, set-based. Only what leaves a range — a nack, a partial extend, an
 expiry — gets a per-message ``group_deliveries`` row, and the per-message rules (redelivery,
 backoff, dead letters, stale-ack refusal) take over from there.

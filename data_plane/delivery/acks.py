@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from data_plane import group_queries as q
+from core.db import autocommit
+from core.errors import ValidationFailed
+from data_plane.delivery.leases import RangeBits, group_by_lease, named_bits, parse_range_ack
 from data_plane.delivery.model import (
     EXPIRED_ACK,
     UNKNOWN_ACK,
@@ -25,10 +27,8 @@ from data_plane.delivery.store import (
     message_at,
     wake,
 )
-from data_plane.leases import RangeBits, group_by_lease, named_bits, parse_range_ack
-from data_plane.reader import SegmentReader
-from infra.db import autocommit
-from infra.errors import ValidationFailed
+from data_plane.groups import queries as q
+from data_plane.read.reader import SegmentReader
 from observability import metrics
 
 

@@ -10,10 +10,10 @@ from typing import NamedTuple
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
-from data_plane import group_queries as q
-from data_plane.groups import GroupNotFound, topic_of
-from data_plane.segment import Message
-from infra.errors import Conflict
+from core.errors import Conflict
+from data_plane.groups import queries as q
+from data_plane.groups.service import GroupNotFound, topic_of
+from data_plane.write.segment import Message
 
 Conn = AsyncConnection[DictRow]
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from data_plane import group_queries as q
+from core.errors import ValidationFailed
 from data_plane.delivery.model import Conn, GroupRef
 from data_plane.delivery.store import wake
-from data_plane.groups import GroupHasActiveMembers, sweep
-from infra.errors import ValidationFailed
+from data_plane.groups import queries as q
+from data_plane.groups.service import GroupHasActiveMembers, sweep
 
 
 async def offsets(conn: Conn, ref: GroupRef, partition: int | None) -> list[dict[str, int]]:

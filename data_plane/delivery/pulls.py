@@ -18,7 +18,8 @@ import psycopg
 from psycopg import AsyncCursor
 from psycopg.rows import DictRow
 
-from data_plane import group_queries as q
+from core.db import autocommit
+from data_plane.delivery.leases import new_lease_id, range_ack_ids
 from data_plane.delivery.model import Conn, Delivery, GroupRef, Pulled
 from data_plane.delivery.store import (
     commit_progress,
@@ -27,11 +28,10 @@ from data_plane.delivery.store import (
     messages_at,
     new_ack_id,
 )
-from data_plane.groups import GroupTopicNotFound, MemberNotFound
-from data_plane.leases import new_lease_id, range_ack_ids
-from data_plane.reader import BlockRow, SegmentReader
-from data_plane.segment import Message
-from infra.db import autocommit
+from data_plane.groups import queries as q
+from data_plane.groups.service import GroupTopicNotFound, MemberNotFound
+from data_plane.read.reader import BlockRow, SegmentReader
+from data_plane.write.segment import Message
 from observability import metrics
 from observability.logging import get_logger
 

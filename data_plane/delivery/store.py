@@ -7,11 +7,11 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from data_plane import group_queries as q
+from data_plane.delivery.leases import RangeBits, parse_range_ack, range_ack_ids
 from data_plane.delivery.model import Conn, GroupRef
-from data_plane.leases import RangeBits, parse_range_ack, range_ack_ids
-from data_plane.reader import OffsetOutOfRange, SegmentReader
-from data_plane.segment import Message
+from data_plane.groups import queries as q
+from data_plane.read.reader import OffsetOutOfRange, SegmentReader
+from data_plane.write.segment import Message
 from tenants.ids import new_id, random_base62
 
 

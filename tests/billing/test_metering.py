@@ -14,8 +14,8 @@ import pytest
 from litestar.testing import TestClient
 
 from billing.meter import HourlyUsage, MeterFlusher, UsageMeter, meter_settings
-from infra import settings
-from infra.db import async_pool
+from core import settings
+from core.db import async_pool
 from tenants import service as tenants
 from tenants.models import NewOrganisation
 from tests.data_plane.test_consume_api import Group

@@ -9,8 +9,8 @@ from pathlib import Path
 from litestar.testing import TestClient
 
 from billing import usage
+from core.db import connect
 from infra.celery_app import celery_app
-from infra.db import connect
 from tenants.models import NewOrganisation
 from tests.support.services import Services
 from tests.support.tenancy import bearer, new_organisation, run_in_tx

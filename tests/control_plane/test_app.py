@@ -14,7 +14,7 @@ from litestar import get, post
 from litestar.params import Body
 from litestar.testing import TestClient
 
-from infra import settings
+from core import settings
 from observability import logging as qc_logging
 from tests.support.services import Services
 

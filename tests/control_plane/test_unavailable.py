@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from litestar.testing import TestClient
 
-from infra import settings
+from core import settings
 from infra.embedded import free_port_block
 from tests.support.services import Services
 

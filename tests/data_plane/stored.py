@@ -13,10 +13,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from data_plane.segment import Message, encode_segment
-from infra import settings
-from infra.db import connect
-from infra.object_store import ObjectStore, S3ObjectStore
+from core import settings
+from core.db import connect
+from core.object_store import ObjectStore, S3ObjectStore
+from data_plane.write.segment import Message, encode_segment
 from tests.support.tenancy import new_organisation
 
 SEGMENTS_PREFIX = "segments/"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from data_plane.assignment import assign, moved
+from data_plane.groups.assignment import assign, moved
 
 member_names = st.lists(
     st.text("abcdefgh", min_size=1, max_size=4), min_size=1, max_size=12, unique=True

@@ -23,9 +23,10 @@ import pytest
 from litestar.testing import TestClient
 from psycopg.rows import dict_row
 
-from data_plane import alerts, tasks, webhooks
-from infra.errors import ValidationFailed
-from infra.settings import WebhookSettings
+from core.errors import ValidationFailed
+from core.settings import WebhookSettings
+from data_plane import tasks
+from data_plane.deadletters import alerts, webhooks
 from tenants.models import NewOrganisation
 from tests.support.logs import captured
 from tests.support.services import Services
@@ -185,7 +186,7 @@ def deliver_in_process(delivery_id: str, cfg: WebhookSettings) -> webhooks.Outco
 
 
 def _database_url() -> str:
-    from infra import settings
+    from core import settings
 
     return settings.database().url
 

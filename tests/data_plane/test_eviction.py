@@ -19,9 +19,10 @@ import pytest
 from litestar.testing import TestClient
 from psycopg.rows import dict_row
 
-from data_plane import group_queries as q
-from data_plane import groups, tasks
-from data_plane.leases import group_by_lease
+from data_plane import tasks
+from data_plane.delivery.leases import group_by_lease
+from data_plane.groups import queries as q
+from data_plane.groups import service as groups
 from tenants.models import NewOrganisation
 from tests.data_plane.test_tasks import on_worker
 from tests.support.processes import replicas, wait_for

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from data_plane import lag
+from data_plane.groups import lag
 from infra.celery_app import celery_app
 from tenants.models import NewOrganisation
 from tests.data_plane.test_consume_api import Group

@@ -7,14 +7,14 @@ from hypothesis import strategies as st
 
 from control_plane.consume import Renderer
 from data_plane.delivery import GroupRef
-from data_plane.leases import (
+from data_plane.delivery.leases import (
     RangeBits,
     group_by_lease,
     new_lease_id,
     parse_range_ack,
     range_ack_ids,
 )
-from data_plane.publish import message_id
+from data_plane.write.publish import message_id
 
 sizes = st.integers(min_value=1, max_value=2000)
 

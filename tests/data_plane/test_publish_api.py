@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from data_plane.publish import message_id, murmur2, parse_message_id, partition_for_key
-from data_plane.segment import Message, decode_block, decode_segment
-from infra import settings
-from infra.db import connect
-from infra.object_store import ObjectStore, S3ObjectStore
+from core import settings
+from core.db import connect
+from core.object_store import ObjectStore, S3ObjectStore
+from data_plane.write.publish import message_id, murmur2, parse_message_id, partition_for_key
+from data_plane.write.segment import Message, decode_block, decode_segment
 from tenants.models import NewOrganisation
 from tests.support.isolation import assert_isolated
 from tests.support.services import Services

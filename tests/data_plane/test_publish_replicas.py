@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from infra.db import connect
+from core.db import connect
 from tests.support.processes import replicas
 from tests.support.services import Services
 from tests.support.tenancy import bearer, new_organisation

@@ -11,7 +11,7 @@ from litestar.testing import TestClient
 from psycopg import Connection
 from psycopg.rows import DictRow
 
-from infra.db import connect
+from core.db import connect
 from tests.data_plane.stored import seed_topic
 from tests.support.services import Services
 from tests.support.tenancy import bearer

@@ -16,11 +16,11 @@ from psycopg.rows import DictRow, dict_row
 
 from control_plane.resources import resources_of
 from data_plane import delivery
-from data_plane import group_queries as q
-from data_plane.cache import BlockCache
 from data_plane.faults import FaultyObjectStore
-from data_plane.reader import SegmentReader
-from data_plane.segment import Message
+from data_plane.groups import queries as q
+from data_plane.read.cache import BlockCache
+from data_plane.read.reader import SegmentReader
+from data_plane.write.segment import Message
 from tenants.models import NewOrganisation
 from tests.data_plane.stored import object_store
 from tests.data_plane.test_consume_api import Group

@@ -11,17 +11,17 @@ from litestar.testing import TestClient
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from data_plane.cache import BlockCache, block_size_bytes
+from core.db import connect
 from data_plane.errors import TopicNotFound
 from data_plane.faults import FaultyObjectStore
-from data_plane.reader import (
+from data_plane.read.cache import BlockCache, block_size_bytes
+from data_plane.read.reader import (
     ObjectStoreUnavailable,
     OffsetOutOfRange,
     ReadResult,
     SegmentReader,
     SegmentUnreadable,
 )
-from infra.db import connect
 from tests.data_plane.stored import (
     SeededTopic,
     commit_segment,

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 from litestar.testing import TestClient
 
-from data_plane import group_queries as q
-from infra.db import connect
+from core.db import connect
+from data_plane.groups import queries as q
 from tenants.models import NewOrganisation
 from tests.data_plane.test_consume_api import Group
 from tests.data_plane.test_pulls import pull_directly

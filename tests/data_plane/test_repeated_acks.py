@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 from litestar.testing import TestClient
 
+from core.db import connect
 from data_plane import tasks
-from infra.db import connect
 from tenants.models import NewOrganisation
 from tests.data_plane.test_consume_api import Group
 from tests.data_plane.test_pulls import publish_keyed

@@ -14,7 +14,7 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from data_plane.segment import (
+from data_plane.write.segment import (
     FORMAT_VERSION,
     HEADER_SIZE,
     TRAILER_SIZE,

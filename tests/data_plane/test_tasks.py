@@ -11,9 +11,9 @@ from typing import Any
 import psycopg
 from litestar.testing import TestClient
 
+from core.db import connect
 from data_plane import tasks
 from infra.celery_app import celery_app
-from infra.db import connect
 from tests.data_plane.stored import (
     commit_segment,
     count_rows,

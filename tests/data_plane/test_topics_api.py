@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from litestar.testing import TestClient
 
-from infra.db import connect
+from core.db import connect
 from tenants import service as tenants
 from tenants.models import NewOrganisation
 from tests.support.isolation import assert_hidden_from_strangers, assert_isolated

@@ -13,11 +13,15 @@ from typing import Any, TypeVar
 
 import pytest
 
-from data_plane import topics as topic_service
-from data_plane import writer as writer_module
+from core import settings
+from core.db import async_pool, connect
+from core.object_store import S3ObjectStore
+from core.settings import SettingsError
 from data_plane.errors import PublishUnavailable, TopicNotFound
-from data_plane.segment import Message, decode_segment
-from data_plane.writer import (
+from data_plane.topics import service as topic_service
+from data_plane.write import writer as writer_module
+from data_plane.write.segment import Message, decode_segment
+from data_plane.write.writer import (
     CommittedBlock,
     Entry,
     Placement,
@@ -25,10 +29,6 @@ from data_plane.writer import (
     TopicTarget,
     WriterSettings,
 )
-from infra import settings
-from infra.db import async_pool, connect
-from infra.object_store import S3ObjectStore
-from infra.settings import SettingsError
 from tests.support.services import Services
 from tests.support.tenancy import new_organisation, run_in_tx
 

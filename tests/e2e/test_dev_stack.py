@@ -16,8 +16,8 @@ import psycopg
 import pytest
 import redis
 
+from core.object_store import s3_client
 from infra.embedded import free_port_block
-from infra.object_store import s3_client
 from tests.support.processes import alive, descendants, gone_within, http_status, stop, wait_for
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import redis
 
-from infra import settings
+from core import settings
 from infra.celery_app import celery_app
 from tests.support.services import Services
 

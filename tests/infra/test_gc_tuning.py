@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from infra.gc_tuning import YOUNG_THRESHOLD, freeze_startup_heap
+from core.gc_tuning import YOUNG_THRESHOLD, freeze_startup_heap
 
 
 @pytest.fixture

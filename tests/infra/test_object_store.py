@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from infra import settings
-from infra.object_store import ObjectNotFound, S3ObjectStore
+from core import settings
+from core.object_store import ObjectNotFound, S3ObjectStore
 from tests.support.services import Services
 
 

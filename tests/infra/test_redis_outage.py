@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.redis_outage import WARN_EVERY_S, RedisOutage
+from core.redis_outage import WARN_EVERY_S, RedisOutage
 
 
 class Log:

@@ -10,8 +10,8 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import redis as sync_redis
 
+from core.resp import RedisPipe, RespError, Script
 from infra.embedded import EmbeddedRedis, free_port_block
-from infra.resp import RedisPipe, RespError, Script
 from tests.support.services import Services
 
 

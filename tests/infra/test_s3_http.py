@@ -15,9 +15,9 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials as BotoCredentials
 
-from infra import settings
-from infra.object_store import ObjectNotFound, S3ObjectStore
-from infra.s3_http import Credentials, Endpoint, S3RequestFailed, SigV4Signer
+from core import settings
+from core.object_store import ObjectNotFound, S3ObjectStore
+from core.s3_http import Credentials, Endpoint, S3RequestFailed, SigV4Signer
 from tests.support.services import Services
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from infra.settings import (
+from core.settings import (
     DatabaseSettings,
     DevStackSettings,
     HttpSettings,

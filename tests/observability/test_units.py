@@ -15,8 +15,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 
-from infra import settings
-from infra.settings import LogSettings, TelemetrySettings
+from core import settings
+from core.settings import LogSettings, TelemetrySettings
 from observability import logging as qc_logging
 from observability import telemetry
 from observability.metrics import Timed

@@ -13,12 +13,12 @@ from litestar.testing import TestClient
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from data_plane.cache import BlockCache
-from data_plane.cleanup import apply_retention, collect_orphans
-from data_plane.reader import SegmentReader
-from data_plane.segment import Message, decode_segment
-from infra import settings
-from infra.db import connect
+from core import settings
+from core.db import connect
+from data_plane.maintenance.cleanup import apply_retention, collect_orphans
+from data_plane.read.cache import BlockCache
+from data_plane.read.reader import SegmentReader
+from data_plane.write.segment import Message, decode_segment
 from tests.data_plane.stored import (
     SeededTopic,
     commit_segment,

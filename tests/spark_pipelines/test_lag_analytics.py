@@ -192,7 +192,7 @@ def test_a_rerun_over_the_same_window_replaces_its_points_and_adds_none(
     assert points(url, ids, t0)[3] == (3, 100, 1.0, 1.0, None)
 
     with_fix = [(0, at(t0, 3), 60 * 3 + 100, 100 + 60 * 3)]  # the last snapshot, corrected
-    from infra.db import connect
+    from core.db import connect
 
     with connect(url) as conn:
         conn.execute(
@@ -263,7 +263,7 @@ def test_the_beat_task_runs_the_job_in_its_own_process_and_skips_empty_windows(
 
 
 def test_the_session_is_local_with_its_ui_off_and_a_bad_master_is_refused(spark: Any) -> None:
-    from infra.settings import SettingsError
+    from core.settings import SettingsError
     from spark_pipelines.session import SparkSettings
 
     assert spark.sparkContext.master == "local[2]"

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from core.db import connect
 from infra.celery_app import celery_app
-from infra.db import connect
 from spark_pipelines import cli
 from spark_pipelines.tasks import months_due
 from tenants.models import NewOrganisation

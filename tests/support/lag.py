@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from infra.db import connect
+from core.db import connect
 
 
 @dataclass(frozen=True)

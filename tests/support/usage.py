@@ -8,7 +8,7 @@ from typing import Any
 from litestar.testing import TestClient
 
 from control_plane.resources import resources_of
-from infra.db import connect
+from core.db import connect
 
 COUNTER_COLUMNS = (
     "messages_in",

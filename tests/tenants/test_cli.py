@@ -192,7 +192,7 @@ def test_pro_limits_json_is_refused_for_non_enterprise(
 def test_missing_database_setting_exits_2(
     services: Services, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infra import settings
+    from core import settings
 
     monkeypatch.delenv("QUEUECORE_DATABASE_URL")
     settings.clear_caches()

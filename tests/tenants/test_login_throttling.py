@@ -19,7 +19,7 @@ from litestar.testing import TestClient
 from redis.asyncio import Redis
 
 from control_plane.resources import resources_of
-from infra import settings
+from core import settings
 from infra.embedded import free_port_block
 from tenants import sessions as session_service
 from tenants.errors import InvalidCredentials

@@ -20,9 +20,9 @@ from redis.asyncio import Redis
 
 from control_plane.auth import ApiKeyAuthenticationMiddleware, requires_scope
 from control_plane.rate_limit import rate_limit_middleware
-from infra import settings
+from core import settings
+from core.resp import RedisPipe
 from infra.embedded import EmbeddedRedis, free_port_block
-from infra.resp import RedisPipe
 from tenants import rate_limits
 from tenants import service as tenants
 from tenants.models import NewOrganisation

@@ -14,8 +14,8 @@ import pytest
 from litestar.testing import TestClient
 
 from control_plane.resources import resources_of
+from core.settings import DevStackSettings, HttpSettings
 from infra.devstack import DevStack
-from infra.settings import DevStackSettings, HttpSettings
 from tenants.login_throttle import LoginThrottle, ThrottlePolicy
 from tenants.models import NewOrganisation
 from tests.control_plane.dashboard.pages import PASSWORD, Browser, redirect_target, text_of

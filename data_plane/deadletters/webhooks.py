@@ -20,9 +20,9 @@ from typing import Any
 
 import httpx
 
-from data_plane import alert_queries as q
-from data_plane.groups import Conn
-from infra.settings import WebhookSettings
+from core.settings import WebhookSettings
+from data_plane.deadletters import alert_queries as q
+from data_plane.groups.service import Conn
 from observability.logging import get_logger
 
 USER_AGENT = "QueueCore-Webhooks/1"

@@ -38,19 +38,19 @@ from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
-from data_plane import queries as q
-from data_plane import topics as topic_service
+from core.db import AsyncPool
 from data_plane.errors import MessageTooLarge, PublishUnavailable, QuotaExceeded, TopicNotFound
-from data_plane.schemas import PublishRequest
-from data_plane.segment import Message
-from data_plane.writer import (
+from data_plane.topics import queries as q
+from data_plane.topics import service as topic_service
+from data_plane.topics.schemas import PublishRequest
+from data_plane.write.segment import Message
+from data_plane.write.writer import (
     MESSAGE_OVERHEAD_BYTES,
     Entry,
     Placement,
     SegmentWriter,
     TopicTarget,
 )
-from infra.db import AsyncPool
 from observability import metrics
 from tenants import service as tenants
 from tenants.tiers import Limits

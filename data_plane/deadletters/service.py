@@ -14,13 +14,13 @@ from typing import Any
 
 import msgspec
 
-from data_plane import dlq_queries as q
-from data_plane import group_queries as gq
+from core.errors import Conflict, NotFound, ValidationFailed
+from data_plane.deadletters import queries as q
 from data_plane.delivery.model import Conn, GroupRef
-from data_plane.groups import dead_letter_depth
-from data_plane.publish import message_id, parse_message_id
-from data_plane.read_schemas import iso_timestamp
-from infra.errors import Conflict, NotFound, ValidationFailed
+from data_plane.groups import queries as gq
+from data_plane.groups.service import dead_letter_depth
+from data_plane.read.schemas import iso_timestamp
+from data_plane.write.publish import message_id, parse_message_id
 
 REPLAY_BATCH = 1_000  # dead letters replayed per transaction by a replay of the whole queue
 MAX_PAGE = 1_000

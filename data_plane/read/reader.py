@@ -25,12 +25,12 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from data_plane import read_queries as q
-from data_plane.cache import BlockCache
+from core.errors import ClientError, NotFound, ServerError, Unavailable
+from core.object_store import ObjectNotFound, ObjectStore
 from data_plane.errors import TopicNotFound
-from data_plane.segment import Message, SegmentCorrupt, decode_block
-from infra.errors import ClientError, NotFound, ServerError, Unavailable
-from infra.object_store import ObjectNotFound, ObjectStore
+from data_plane.read import queries as q
+from data_plane.read.cache import BlockCache
+from data_plane.write.segment import Message, SegmentCorrupt, decode_block
 
 Conn = AsyncConnection[dict[str, Any]]
 INLINE_DECODE_BYTES = 256 * 1024  # smaller blocks decode on the event loop, larger in a thread

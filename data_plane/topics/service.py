@@ -14,7 +14,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from data_plane import queries as q
+from core.errors import ValidationFailed
 from data_plane.errors import (
     PartitionsCannotShrink,
     QuotaExceeded,
@@ -22,7 +22,7 @@ from data_plane.errors import (
     TopicLimitReached,
     TopicNotFound,
 )
-from infra.errors import ValidationFailed
+from data_plane.topics import queries as q
 from tenants import service as tenants
 from tenants.ids import new_id
 from tenants.models import Organisation

@@ -19,10 +19,10 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
-from data_plane import dlq_queries
-from data_plane import group_queries as q
-from data_plane.assignment import assign
-from infra.errors import ClientError, Conflict, NotFound, ValidationFailed
+from core.errors import ClientError, Conflict, NotFound, ValidationFailed
+from data_plane.deadletters import queries as dlq_queries
+from data_plane.groups import queries as q
+from data_plane.groups.assignment import assign
 from observability.logging import get_logger
 from tenants.ids import new_id
 

@@ -44,12 +44,12 @@ import msgspec
 import psycopg
 import psycopg_pool
 
-from data_plane import queries as q
+from core.db import AsyncPool, autocommit
+from core.object_store import ObjectStore
+from core.settings import PREFIX, SettingsError, _int
 from data_plane.errors import PublishUnavailable, TopicNotFound
-from data_plane.segment import BlockRef, Message, SegmentBuilder
-from infra.db import AsyncPool, autocommit
-from infra.object_store import ObjectStore
-from infra.settings import PREFIX, SettingsError, _int
+from data_plane.topics import queries as q
+from data_plane.write.segment import BlockRef, Message, SegmentBuilder
 from observability import metrics
 from observability.logging import get_logger
 

@@ -17,10 +17,10 @@ import msgspec
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 
-from data_plane import group_queries
-from data_plane import lag_queries as q
-from data_plane.groups import GroupNotFound, topic_of
-from infra.errors import ValidationFailed
+from core.errors import ValidationFailed
+from data_plane.groups import lag_queries as q
+from data_plane.groups import queries as group_queries
+from data_plane.groups.service import GroupNotFound, topic_of
 
 Conn = AsyncConnection[DictRow]
 BUCKET_S = 60  # the series the job writes on schedule and the API serves

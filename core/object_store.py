@@ -2,7 +2,7 @@
 
 The same code talks to AWS S3, MinIO and SeaweedFS; only the endpoint and credentials differ.
 Deletes and listings go through boto3 (in threads); the hot paths' PUTs and ranged GETs go
-through the asyncio client of :mod:`infra.s3_http`, which costs a tenth of the CPU and blocks no
+through the asyncio client of :mod:`core.s3_http`, which costs a tenth of the CPU and blocks no
 thread. :class:`MeteredObjectStore` wraps any store with a duration histogram and an error
 counter per operation; the processes build their stores wrapped (:func:`metered_store`).
 """
@@ -18,7 +18,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from infra.s3_http import (
+from core.s3_http import (
     Credentials,
     CredentialsProvider,
     Endpoint,
@@ -26,7 +26,7 @@ from infra.s3_http import (
     S3RequestFailed,
     SigV4Signer,
 )
-from infra.settings import ObjectStoreSettings
+from core.settings import ObjectStoreSettings
 from observability.metrics import object_store_call
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from data_plane.segment import Message
-from infra.settings import int_setting
+from core.settings import int_setting
+from data_plane.write.segment import Message
 
 BlockKey = tuple[str, int, int]
 # Big enough that a group draining a backlog just written reads it from memory, not S3 again.
@@ -42,7 +42,7 @@ def block_size_bytes(messages: Sequence[Message]) -> int:
 
 
 class CommittedBlockLike(Protocol):
-    """What the writer announces after a commit (``data_plane.writer.CommittedBlock``)."""
+    """What the writer announces after a commit (``data_plane.write.writer.CommittedBlock``)."""
 
     @property
     def topic_id(self) -> str: ...

@@ -12,7 +12,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from infra.settings import DatabaseSettings
+from core.settings import DatabaseSettings
 
 
 def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[dict[str, Any]]:

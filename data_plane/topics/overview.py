@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from data_plane import groups, lag
-from data_plane import queries as q
-from data_plane import topics as topic_service
-from data_plane.groups import Conn
-from data_plane.topics import Topic
+from data_plane.groups import lag
+from data_plane.groups import service as groups
+from data_plane.groups.service import Conn
+from data_plane.topics import queries as q
+from data_plane.topics import service as topic_service
+from data_plane.topics.service import Topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,14 +45,14 @@ class TopicDetail:
     """A topic, its statistics, partitions and consumer groups."""
 
     topic: Topic
-    stats: dict[str, int]  # as data_plane.groups.topic_stats counts them
+    stats: dict[str, int]  # as data_plane.groups.service.topic_stats counts them
     partitions: list[PartitionSummary]
-    groups: list[dict[str, Any]]  # as data_plane.groups.list_groups lists them
+    groups: list[dict[str, Any]]  # as data_plane.groups.service.list_groups lists them
 
 
 @dataclass(frozen=True, slots=True)
 class GroupDetail:
-    """A group as :func:`data_plane.groups.describe` shows it, and its recent lag series."""
+    """A group as :func:`data_plane.groups.service.describe` shows it, and its recent lag series."""
 
     state: dict[str, Any]
     lag: lag.LagSeries

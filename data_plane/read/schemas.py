@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from data_plane.reader import ReadResult, StoredMessage
+from data_plane.read.reader import ReadResult, StoredMessage
 
 
 class MessageView(msgspec.Struct, rename="camel"):

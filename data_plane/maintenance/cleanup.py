@@ -18,10 +18,10 @@ from typing import Any, Protocol
 
 from psycopg import AsyncConnection
 
-from data_plane import group_queries
-from data_plane import read_queries as q
-from infra.object_store import ListedObject, ObjectStore
-from infra.settings import int_setting
+from core.object_store import ListedObject, ObjectStore
+from core.settings import int_setting
+from data_plane.groups import queries as group_queries
+from data_plane.read import queries as q
 from observability.logging import get_logger
 
 log = get_logger("queuecore.cleanup")

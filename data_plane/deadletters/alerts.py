@@ -3,7 +3,7 @@
 When a group's dead-letter depth (its dead letters not replayed) reaches its ``alertThreshold``,
 :func:`check_groups` marks the group's alert raised and writes a ``dlq.threshold_reached``
 delivery to the webhook outbox in one transaction; the caller queues the delivery after the
-commit (:mod:`data_plane.webhooks` sends it). The alert re-arms when the depth falls below the
+commit (:mod:`data_plane.deadletters.webhooks` sends it). The alert re-arms when the depth falls below the
 threshold, so each crossing sends one webhook. A group whose environment has no endpoint still
 raises and re-arms, without a delivery: an endpoint added later hears of the next crossing, not
 of one that happened before it existed (docs/decisions.md §24).
@@ -20,12 +20,12 @@ from urllib.parse import urlsplit
 import msgspec
 import psycopg
 
-from data_plane import alert_queries as q
-from data_plane.alert_schemas import DlqThresholdReached
-from data_plane.groups import Conn, dead_letter_depth
-from data_plane.read_schemas import iso_timestamp
-from data_plane.webhooks import literal_refusal
-from infra.errors import NotFound, ValidationFailed
+from core.errors import NotFound, ValidationFailed
+from data_plane.deadletters import alert_queries as q
+from data_plane.deadletters.alert_schemas import DlqThresholdReached
+from data_plane.deadletters.webhooks import literal_refusal
+from data_plane.groups.service import Conn, dead_letter_depth
+from data_plane.read.schemas import iso_timestamp
 from observability.logging import get_logger
 from tenants.ids import new_id, random_base62
 

@@ -47,7 +47,7 @@ WHERE (g.alert_threshold IS NOT NULL OR g.dlq_alert_raised_at IS NOT NULL)
 ORDER BY g.id
 """
 
-# NO KEY UPDATE, as membership changes lock the group (data_plane.group_queries.LOCK_GROUP), so
+# NO KEY UPDATE, as membership changes lock the group (data_plane.groups.queries.LOCK_GROUP), so
 # dead-lettering and pulls (key-share locks through foreign keys) never wait for the check;
 # SKIP LOCKED: a group another check or a membership change holds is left to the next run.
 LOCK_ALERT_GROUP = """

@@ -1,6 +1,6 @@
 """SQL of consumer lag snapshots and the lag series (migration 0015), named.
 
-Used by :mod:`data_plane.lag` (snapshots, purge, the API's reads) and by the Spark job
+Used by :mod:`data_plane.groups.lag` (snapshots, purge, the API's reads) and by the Spark job
 :mod:`spark_pipelines.lag_analytics` (its window read and its upsert), so every statement on
 these tables lives here.
 """

@@ -1,0 +1,1 @@
+"""Dead letters: inspect and replay, threshold alerts and their signed webhooks."""

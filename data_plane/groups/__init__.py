@@ -1,0 +1,1 @@
+"""Consumer groups: configuration, membership, sticky assignment and lag."""

@@ -1,0 +1,1 @@
+"""Maintenance: topic deletion, retention, orphan collection, compaction bookkeeping."""

@@ -1,0 +1,1 @@
+"""Topics: names, retention, partitions and quotas; their SQL, wire shapes and dashboard read models."""
