@@ -8,32 +8,18 @@ the same settings the API uses (as :mod:`data_plane.tasks`). Idempotent: a secon
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from celery import shared_task
-from psycopg import AsyncConnection
-from psycopg.rows import dict_row
 
 from billing import usage
-from billing.usage import Conn
-from core import settings
+from core.worker import run_connected
 
 Result = TypeVar("Result")
-
-
-async def _connected(work: Callable[[Conn], Awaitable[Result]]) -> Result:
-    async with await AsyncConnection.connect(
-        settings.database().url, autocommit=True, row_factory=dict_row, connect_timeout=5
-    ) as conn:
-        return await work(conn)
 
 
 @shared_task(name="billing.sample_storage")
 def sample_storage(environment_id: str | None = None) -> dict[str, int]:
     """Add this slot's sample of every environment's stored bytes to its hourly usage."""
-    sampled = asyncio.run(
-        _connected(lambda conn: usage.sample_storage(conn, environment_id=environment_id))
-    )
+    sampled = run_connected(lambda conn: usage.sample_storage(conn, environment_id=environment_id))
     return {"environmentsSampled": sampled}

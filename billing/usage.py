@@ -12,9 +12,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from psycopg import AsyncConnection
-from psycopg.rows import DictRow
-
 from billing import queries as q
 from billing.schemas import (
     Granularity,
@@ -25,10 +22,10 @@ from billing.schemas import (
     UsageBucket,
     UsageReport,
 )
+from core.db import Conn
 from core.errors import ValidationFailed
 from tenants import service as tenants
 
-Conn = AsyncConnection[DictRow]
 # One storage sample per slot; beat runs the sampler as often (infra.celery_app).
 STORAGE_SLOT_S = 300
 GRANULARITIES: dict[str, timedelta] = {"hour": timedelta(hours=1), "day": timedelta(days=1)}

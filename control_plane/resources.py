@@ -12,7 +12,8 @@ from litestar import Litestar
 from billing.meter import MeterFlusher, UsageMeter, meter_settings
 from core import settings
 from core.db import AsyncPool, async_pool
-from core.object_store import ObjectStore, metered_store
+from core.object_store import ObjectStore
+from observability.object_store import metered_store
 
 
 @dataclass

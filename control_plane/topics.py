@@ -18,6 +18,7 @@ from litestar.params import Body, FromPath
 
 from control_plane.auth import auth_context
 from control_plane.resources import resources_of
+from core.worker import send_task
 from data_plane.groups import service as groups
 from data_plane.topics import service as topic_service
 from data_plane.topics.schemas import (
@@ -166,10 +167,9 @@ class TopicsController(Controller):
 
 async def _queue_topic_cleanup(topic_id: str) -> None:
     """Ask a worker to remove the topic's data now; the periodic sweep is the backstop."""
-    from infra.celery_app import celery_app
 
     def send() -> None:
-        celery_app().send_task("data_plane.delete_topic_data", kwargs={"topic_id": topic_id})
+        send_task("data_plane.delete_topic_data", kwargs={"topic_id": topic_id})
 
     try:
         await anyio.to_thread.run_sync(send)

@@ -20,6 +20,9 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[dict[st
     return psycopg.connect(url, autocommit=autocommit, row_factory=dict_row, connect_timeout=5)
 
 
+Conn = AsyncConnection[DictRow]
+"""An async connection whose rows are dicts: the type every service function takes."""
+
 SyncPool = ConnectionPool[Connection[DictRow]]
 AsyncPool = AsyncConnectionPool[AsyncConnection[DictRow]]
 

@@ -12,25 +12,23 @@ serialise them); beat schedules them in ``infra.celery_app``.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from celery import Task, shared_task
-from psycopg import AsyncConnection
-from psycopg.rows import dict_row
 
 from core import settings
-from core.object_store import ObjectStore, metered_store
+from core.object_store import ObjectStore
+from core.worker import run_connected
 from data_plane.deadletters import alerts, webhooks
 from data_plane.delivery import store
 from data_plane.groups import lag
 from data_plane.groups import service as groups
 from data_plane.maintenance import cleanup
 from data_plane.maintenance.cleanup import CleanupReport, Conn
-from infra.celery_app import celery_app
 from observability.logging import get_logger
+from observability.object_store import metered_store
 
 Work = Callable[[Conn, ObjectStore], Awaitable[CleanupReport]]
 Report = TypeVar("Report")
@@ -44,17 +42,9 @@ def _object_store() -> ObjectStore:
     return metered_store(settings.object_store())
 
 
-async def _connected(work: Callable[[Conn], Awaitable[Report]]) -> Report:
-    """Run ``work(conn)`` on a fresh autocommit connection."""
-    async with await AsyncConnection.connect(
-        settings.database().url, autocommit=True, row_factory=dict_row, connect_timeout=5
-    ) as conn:
-        return await work(conn)
-
-
 def run_cleanup(work: Work) -> dict[str, int]:
     """Run ``work(conn, objects)`` on a fresh autocommit connection; its report as a dict."""
-    return asyncio.run(_connected(lambda conn: work(conn, _object_store()))).as_dict()
+    return run_connected(lambda conn: work(conn, _object_store())).as_dict()
 
 
 @shared_task(name="data_plane.delete_topic_data")
@@ -79,21 +69,21 @@ def apply_retention() -> dict[str, int]:
 @shared_task(name="data_plane.sweep_groups")
 def sweep_groups(topic_id: str | None = None) -> dict[str, int]:
     """Evict silent group members and assign partitions added to topics, in every group."""
-    report = asyncio.run(_connected(lambda conn: groups.sweep_groups(conn, topic_id)))
+    report = run_connected(lambda conn: groups.sweep_groups(conn, topic_id))
     return report.as_dict()
 
 
 @shared_task(name="data_plane.purge_settled_acks")
 def purge_settled_acks(grace_s: float = store.SETTLED_ACK_GRACE_S) -> dict[str, int]:
     """Delete the tombstones of acks settled more than ten minutes ago (kept for repeated acks)."""
-    purged = asyncio.run(_connected(lambda conn: store.purge_settled_acks(conn, grace_s)))
+    purged = run_connected(lambda conn: store.purge_settled_acks(conn, grace_s))
     return {"settledAcksPurged": purged}
 
 
 @shared_task(name="data_plane.check_dlq_alerts")
 def check_dlq_alerts(group_id: str | None = None) -> dict[str, int]:
     """Raise the DLQ alert of groups whose depth reached the threshold, re-arm those below it."""
-    report = asyncio.run(_connected(lambda conn: alerts.check_groups(conn, group_id)))
+    report = run_connected(lambda conn: alerts.check_groups(conn, group_id))
     for delivery_id in report.to_send:
         queue_delivery(delivery_id)
     return report.as_dict()
@@ -102,7 +92,7 @@ def check_dlq_alerts(group_id: str | None = None) -> dict[str, int]:
 def queue_delivery(delivery_id: str) -> None:
     """Queue a webhook delivery; if the broker is down the check requeues it later (outbox)."""
     try:
-        celery_app().send_task(DELIVER_WEBHOOK, args=[delivery_id], ignore_result=True)
+        deliver_webhook.apply_async(args=(delivery_id,), ignore_result=True)
     except Exception as exc:
         log.warning("webhook_not_queued", delivery_id=delivery_id, error=type(exc).__name__)
 
@@ -110,9 +100,7 @@ def queue_delivery(delivery_id: str) -> None:
 @shared_task(name=DELIVER_WEBHOOK, bind=True, max_retries=None, ignore_result=True)
 def deliver_webhook(self: Task[Any, Any], delivery_id: str) -> dict[str, Any]:
     """POST one outbox delivery; retried with exponential backoff until 2xx or the attempt cap."""
-    outcome = asyncio.run(
-        _connected(lambda conn: webhooks.deliver(conn, delivery_id, settings.webhooks()))
-    )
+    outcome = run_connected(lambda conn: webhooks.deliver(conn, delivery_id, settings.webhooks()))
     if outcome.retry_in_s is not None:
         raise self.retry(countdown=outcome.retry_in_s)
     return outcome.as_dict()
@@ -121,11 +109,11 @@ def deliver_webhook(self: Task[Any, Any], delivery_id: str) -> dict[str, Any]:
 @shared_task(name="data_plane.snapshot_lag")
 def snapshot_lag(topic_id: str | None = None) -> dict[str, int]:
     """Record this minute's lag of every group and partition (once a minute, however often run)."""
-    recorded = asyncio.run(_connected(lambda conn: lag.take_snapshots(conn, topic_id=topic_id)))
+    recorded = run_connected(lambda conn: lag.take_snapshots(conn, topic_id=topic_id))
     return {"snapshotsRecorded": recorded}
 
 
 @shared_task(name="data_plane.purge_lag_snapshots")
 def purge_lag_snapshots(keep_s: float = lag.SNAPSHOT_KEEP_S) -> dict[str, int]:
     """Delete lag snapshots and series points older than ``keep_s`` (seven days by default)."""
-    return asyncio.run(_connected(lambda conn: lag.purge_snapshots(conn, keep_s))).as_dict()
+    return run_connected(lambda conn: lag.purge_snapshots(conn, keep_s)).as_dict()

@@ -22,12 +22,10 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from celery import shared_task
-from psycopg import AsyncConnection
-from psycopg.rows import dict_row
 
 from billing import queries as usage_queries
-from core import settings
 from core.errors import ServerError, ValidationFailed
+from core.worker import task_connection
 from data_plane.groups import lag_queries
 from data_plane.maintenance import compaction_queries
 from observability.logging import get_logger
@@ -68,9 +66,7 @@ def run_lag_analytics(since: str | None = None, until: str | None = None) -> dic
 
 
 async def _has_snapshots(since: datetime, until: datetime) -> bool:
-    async with await AsyncConnection.connect(
-        settings.database().url, autocommit=True, row_factory=dict_row, connect_timeout=5
-    ) as conn:
+    async with task_connection() as conn:
         row = await (
             await conn.execute(lag_queries.ANY_SNAPSHOTS, {"since": since, "until": until})
         ).fetchone()
@@ -114,9 +110,7 @@ def _aggregate(first: date) -> dict[str, Any]:
 async def _has_usage(first: date) -> bool:
     since = datetime(first.year, first.month, 1, tzinfo=UTC)
     until = datetime(first.year + first.month // 12, first.month % 12 + 1, 1, tzinfo=UTC)
-    async with await AsyncConnection.connect(
-        settings.database().url, autocommit=True, row_factory=dict_row, connect_timeout=5
-    ) as conn:
+    async with task_connection() as conn:
         row = await (
             await conn.execute(usage_queries.ANY_HOURLY, {"since": since, "until": until})
         ).fetchone()
@@ -146,9 +140,7 @@ def run_compaction(
 
 async def _has_compaction_candidates(small_object_bytes: int, min_age_s: int) -> bool:
     params = {"small_object_bytes": small_object_bytes, "min_age_s": min_age_s}
-    async with await AsyncConnection.connect(
-        settings.database().url, autocommit=True, row_factory=dict_row, connect_timeout=5
-    ) as conn:
+    async with task_connection() as conn:
         row = await (await conn.execute(compaction_queries.ANY_CANDIDATES, params)).fetchone()
         return bool(row and row["found"])
 

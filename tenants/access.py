@@ -8,17 +8,13 @@ does not exist, so ids put into URLs reveal nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from psycopg import AsyncConnection
-
+from core.db import Conn
 from tenants import queries as q
 from tenants import service
 from tenants.errors import EnvironmentNotFound, Forbidden
 from tenants.models import ROLES, Environment, Organisation, Project
 from tenants.sessions import list_memberships
-
-Conn = AsyncConnection[dict[str, Any]]
 
 MANAGERS = frozenset({"owner", "admin"})
 WRITERS = MANAGERS | {"developer"}

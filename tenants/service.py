@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
+from core.db import Conn
 from core.errors import ValidationFailed
 from tenants import keys as key_format
 from tenants import queries as q
@@ -43,7 +43,6 @@ from tenants.passwords import MIN_PASSWORD_LENGTH, hash_password
 from tenants.sessions import MAX_PASSWORD_LENGTH
 from tenants.tiers import TIERS, validate_custom_limits
 
-Conn = AsyncConnection[dict[str, Any]]
 MAX_ACTIVE_KEYS = 2
 MAX_ORGANISATION_NAME = 200  # the schema's limit (migration 0002)
 

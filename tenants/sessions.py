@@ -16,15 +16,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from psycopg import AsyncConnection
-
+from core.db import Conn
 from core.errors import ClientError
 from tenants import queries as q
 from tenants.errors import InvalidCredentials
 from tenants.login_throttle import LoginThrottle
 from tenants.passwords import DUMMY_HASH, verify_password
 
-Conn = AsyncConnection[dict[str, Any]]
 SESSION_TTL_S = 12 * 3600
 TOKEN_BYTES = 32
 # Longer inputs are refused before hashing so nobody can make argon2 chew on megabytes.

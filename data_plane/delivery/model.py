@@ -7,15 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
-from psycopg import AsyncConnection
-from psycopg.rows import DictRow
-
+from core.db import Conn
 from core.errors import Conflict
 from data_plane.groups import queries as q
 from data_plane.groups.service import GroupNotFound, topic_of
 from data_plane.write.segment import Message
-
-Conn = AsyncConnection[DictRow]
 
 UNKNOWN_ACK = "unknown or superseded ackId: the message was delivered again or its ack id is wrong"
 EXPIRED_ACK = "the lease expired: the message will be delivered again, so its work may be repeated"

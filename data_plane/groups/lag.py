@@ -14,15 +14,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
-from psycopg import AsyncConnection
-from psycopg.rows import DictRow
 
+from core.db import Conn
 from core.errors import ValidationFailed
 from data_plane.groups import lag_queries as q
 from data_plane.groups import queries as group_queries
 from data_plane.groups.service import GroupNotFound, topic_of
 
-Conn = AsyncConnection[DictRow]
 BUCKET_S = 60  # the series the job writes on schedule and the API serves
 SNAPSHOT_KEEP_S = 7 * 86_400  # snapshots and series older than this are purged
 DEFAULT_SERIES_S = 3_600  # the API's window when ``since`` is not given

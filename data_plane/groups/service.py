@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg import AsyncConnection
-from psycopg.rows import DictRow
 
+from core.db import Conn
 from core.errors import ClientError, Conflict, NotFound, ValidationFailed
 from data_plane.deadletters import queries as dlq_queries
 from data_plane.groups import queries as q
@@ -26,7 +25,6 @@ from data_plane.groups.assignment import assign
 from observability.logging import get_logger
 from tenants.ids import new_id
 
-Conn = AsyncConnection[DictRow]
 HEARTBEAT_DIVISOR = 3  # heartbeat three times per session timeout, as Kafka clients do
 _DURATION = re.compile(r"^(\d+)(ms|s|m|h)$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}

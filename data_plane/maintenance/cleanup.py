@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from psycopg import AsyncConnection
-
+from core.db import Conn
 from core.object_store import ListedObject, ObjectStore
 from core.settings import int_setting
 from data_plane.groups import queries as group_queries
@@ -26,7 +25,6 @@ from observability.logging import get_logger
 
 log = get_logger("queuecore.cleanup")
 
-Conn = AsyncConnection[dict[str, Any]]
 SEGMENTS_PREFIX = "segments/"
 DEFAULT_ORPHAN_GRACE_S = 15 * 60
 _KEYS_PER_QUERY = 1000

@@ -21,10 +21,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from psycopg import AsyncConnection
-
+from core.db import Conn
 from core.errors import ClientError, NotFound, ServerError, Unavailable
 from core.object_store import ObjectNotFound, ObjectStore
 from data_plane.errors import TopicNotFound
@@ -32,7 +30,6 @@ from data_plane.read import queries as q
 from data_plane.read.cache import BlockCache
 from data_plane.write.segment import Message, SegmentCorrupt, decode_block
 
-Conn = AsyncConnection[dict[str, Any]]
 INLINE_DECODE_BYTES = 256 * 1024  # smaller blocks decode on the event loop, larger in a thread
 
 

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from psycopg import AsyncConnection
-
+from core.db import Conn
 from core.errors import ValidationFailed
 from data_plane.errors import (
     PartitionsCannotShrink,
@@ -26,8 +25,6 @@ from data_plane.topics import queries as q
 from tenants import service as tenants
 from tenants.ids import new_id
 from tenants.models import Organisation
-
-Conn = AsyncConnection[dict[str, Any]]
 
 MAX_NAME_LENGTH = 249
 MAX_PARTITIONS = 4096  # the schema's ceiling, whatever the tier
