@@ -1,4 +1,9 @@
-"""Schema migrations: numbered SQL files in ``infra/migrations`` applied by yoyo-migrations.
+"""Schema migrations: numbered SQL files in ``infra/migrations`` applied by yoyo-migrations,
+then the stored functions of ``data_plane/sql`` (one file each, ``CREATE OR REPLACE``).
+
+Migrations hold the schema only; a function's current definition is its file, applied after
+every run, so it is read in one place instead of diffed across migrations. A function whose
+signature or return type changes needs a ``DROP FUNCTION`` in a migration first.
 
 yoyo records what it applied and guards with its own lock row; we also hold a PostgreSQL
 advisory lock for the whole run, so replicas starting together apply each migration once, and a
@@ -13,7 +18,10 @@ from pathlib import Path
 import psycopg
 from yoyo import get_backend, read_migrations
 
+import data_plane
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+FUNCTIONS_DIR = Path(data_plane.__file__).parent / "sql"
 _ADVISORY_KEY = 0x51C0_0001  # any fixed number shared by every QueueCore process
 
 
@@ -37,9 +45,23 @@ def apply(url: str) -> list[str]:
         guard.execute("SELECT pg_advisory_lock(%s)", (_ADVISORY_KEY,))
         try:
             _clear_stale_yoyo_lock(guard)
-            return _apply_unlocked(url)
+            applied = _apply_unlocked(url)
+            apply_functions(guard)
+            return applied
         finally:
             guard.execute("SELECT pg_advisory_unlock(%s)", (_ADVISORY_KEY,))
+
+
+def function_files() -> dict[str, str]:
+    """Each stored function's name and its file's text, in name order."""
+    return {path.stem: path.read_text() for path in sorted(FUNCTIONS_DIR.glob("*.sql"))}
+
+
+def apply_functions(conn: psycopg.Connection) -> None:
+    """(Re)create every stored function from its file, in one transaction."""
+    with conn.transaction():
+        for text in function_files().values():
+            conn.execute(text.encode())
 
 
 def _clear_stale_yoyo_lock(conn: psycopg.Connection) -> None:

@@ -29,38 +29,4 @@ CREATE TABLE settled_acks (
 -- Rows arrive in settled_at order, so a BRIN index serves the purge at almost no insert cost.
 CREATE INDEX settled_acks_age_idx ON settled_acks USING brin (settled_at);
 
-CREATE OR REPLACE FUNCTION qc_commit_progress(p_group_id text, p_partitions integer[])
-RETURNS TABLE (partition integer, committed_offset bigint)
-LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan
-AS $$
-#variable_conflict use_column
-BEGIN
-RETURN QUERY
-WITH moved AS (
-  UPDATE group_partitions gp SET committed_offset = greatest(gp.committed_offset, least(
-      (SELECT min(d."offset") FROM group_deliveries d
-        WHERE d.group_id = gp.group_id AND d.partition = gp.partition AND d.state IN ('leased', 'retry')),
-      (SELECT min(l.first_offset + position(B'0' IN l.done) - 1) FROM group_leases l
-        WHERE l.group_id = gp.group_id AND l.partition = gp.partition AND l.open_count > 0),
-      gp.delivered_offset))
-  WHERE gp.group_id = p_group_id AND gp.partition = ANY(p_partitions)
-  RETURNING gp.partition, gp.committed_offset
-), forgotten_rows AS (
-  DELETE FROM group_deliveries d USING moved
-  WHERE d.group_id = p_group_id AND d.partition = moved.partition AND d."offset" < moved.committed_offset
-  RETURNING d.ack_id, d.state
-), forgotten_leases AS (
-  DELETE FROM group_leases l USING moved
-  WHERE l.group_id = p_group_id AND l.partition = moved.partition AND l.last_offset < moved.committed_offset
-  RETURNING l.lease_id, l.acked
-), tombstones AS (
-  INSERT INTO settled_acks (group_id, ack_key, acked)
-  SELECT p_group_id, f.lease_id, f.acked FROM forgotten_leases f WHERE bit_count(f.acked) > 0
-  UNION ALL
-  SELECT p_group_id, f.ack_id, B'1' FROM forgotten_rows f WHERE f.state = 'acked' AND f.ack_id IS NOT NULL
-  ON CONFLICT DO NOTHING
-)
-SELECT moved.partition, moved.committed_offset FROM moved;
-END;
-$$;
+-- qc_commit_progress: defined in data_plane/sql/qc_commit_progress.sql, applied after every migration.

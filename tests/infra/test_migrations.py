@@ -69,3 +69,45 @@ def test_stale_lock_row_from_a_killed_migrator_does_not_block(fresh_database: st
     with psycopg.connect(fresh_database, autocommit=True) as conn:
         conn.execute("INSERT INTO yoyo_lock (locked, ctime, pid) VALUES (1, now(), 999999)")
     assert migrate.apply(fresh_database) == []
+
+
+def function_bodies(url: str) -> dict[str, str]:
+    """The body of every ``qc_`` function in the database, by name."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT proname, prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+            " WHERE n.nspname = 'public' AND proname LIKE 'qc\\_%'"
+        ).fetchall()
+    return dict(rows)
+
+
+def file_body(text: str) -> str:
+    """The body of a function file: what stands between its ``$$`` quotes."""
+    return text.split("$$", 2)[1]
+
+
+def test_the_database_functions_are_the_files(fresh_database: str) -> None:
+    migrate.apply(fresh_database)
+    files = migrate.function_files()
+    assert sorted(files) == sorted(function_bodies(fresh_database))
+    assert {name: file_body(text) for name, text in files.items()} == function_bodies(
+        fresh_database
+    )
+
+
+def test_a_function_changed_by_hand_is_put_back_by_the_next_apply(fresh_database: str) -> None:
+    migrate.apply(fresh_database)
+    with psycopg.connect(fresh_database, autocommit=True) as conn:
+        conn.execute(
+            "CREATE OR REPLACE FUNCTION qc_commit_progress(p_group_id text, p_partitions integer[])"
+            " RETURNS TABLE (partition integer, committed_offset bigint) LANGUAGE sql"
+            " AS $$ SELECT 0, 0::bigint $$"
+        )
+    migrate.apply(fresh_database)
+    expected = file_body(migrate.function_files()["qc_commit_progress"])
+    assert function_bodies(fresh_database)["qc_commit_progress"] == expected
+
+
+def test_migrations_hold_no_function_definitions() -> None:
+    for path in migrate.MIGRATIONS_DIR.glob("*.sql"):
+        assert "CREATE FUNCTION" not in path.read_text().upper().replace("OR REPLACE ", ""), path
