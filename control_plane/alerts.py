@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Controller, Request, delete, get, put
+from litestar.di import NamedDependency
 from litestar.params import Body
 
 from control_plane.auth import auth_context
-from control_plane.resources import resources_of
+from control_plane.resources import Resources
 from core import settings
 from data_plane.deadletters import alerts
 from data_plane.deadletters.alert_schemas import AlertEndpointRequest, AlertEndpointView
@@ -34,18 +35,23 @@ class AlertsController(Controller):
     opt = {"scope": "admin"}
 
     @get("/", summary="The alert webhook endpoint (its secret as a hint only)")
-    async def get_endpoint(self, request: Request[Any, Any, Any]) -> AlertEndpointView:
+    async def get_endpoint(
+        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+    ) -> AlertEndpointView:
         """404 ``ALERT_ENDPOINT_NOT_FOUND`` when none is configured."""
-        async with resources_of(request.app).db.connection() as conn:
+        async with resources.db.connection() as conn:
             endpoint = await alerts.get_endpoint(conn, auth_context(request).environment_id)
         return endpoint_view(endpoint)
 
     @put("/", summary="Set the alert webhook endpoint; a new secret is in this response only")
     async def put_endpoint(
-        self, request: Request[Any, Any, Any], data: Annotated[AlertEndpointRequest, Body()]
+        self,
+        request: Request[Any, Any, Any],
+        resources: NamedDependency[Resources],
+        data: Annotated[AlertEndpointRequest, Body()],
     ) -> AlertEndpointView:
         """A signing secret is made on creation, and again with ``rotateSecret``."""
-        async with resources_of(request.app).db.connection() as conn:
+        async with resources.db.connection() as conn:
             endpoint = await alerts.put_endpoint(
                 conn,
                 auth_context(request).environment_id,
@@ -56,7 +62,9 @@ class AlertsController(Controller):
         return endpoint_view(endpoint)
 
     @delete("/", summary="Remove the alert webhook endpoint")
-    async def delete_endpoint(self, request: Request[Any, Any, Any]) -> None:
+    async def delete_endpoint(
+        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+    ) -> None:
         """Alerts keep being raised and re-armed, but none is sent."""
-        async with resources_of(request.app).db.connection() as conn:
+        async with resources.db.connection() as conn:
             await alerts.delete_endpoint(conn, auth_context(request).environment_id)

@@ -13,15 +13,13 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.types import ControllerRouterHandler
 
 from control_plane.auth import key_authentication
-from control_plane.consume import publish_listener
 from control_plane.dashboard import dashboard_route_handlers, dashboard_templates
 from control_plane.errors import EXCEPTION_HANDLERS
 from control_plane.health import HealthController
 from control_plane.rate_limit import rate_limiting
 from control_plane.request_id import add_request_id_header, request_id_middleware
-from control_plane.resources import lifespan
+from control_plane.resources import Runtime
 from control_plane.sessions import SessionController
-from control_plane.topics import publishing
 from control_plane.tracing import tracing_plugins
 from control_plane.v1 import v1_router
 from core import settings
@@ -35,6 +33,7 @@ API_VERSION = "1.0.0"
 def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> Litestar:
     """Build the QueueCore API application from the ``QUEUECORE_*`` settings."""
     qc_logging.configure(settings.logs())
+    runtime = Runtime()
     return Litestar(
         route_handlers=[
             HealthController,
@@ -44,7 +43,8 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
             *extra_route_handlers,
         ],
         template_config=dashboard_templates(),
-        lifespan=[lifespan, rate_limiting, key_authentication, publishing, publish_listener],
+        lifespan=[runtime.lifespan, rate_limiting, key_authentication],
+        dependencies=runtime.dependencies(),
         exception_handlers=EXCEPTION_HANDLERS,
         before_send=[add_request_id_header],
         middleware=[request_id_middleware],

@@ -7,30 +7,25 @@ import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal
 
 import msgspec
-from litestar import Controller, Litestar, Request, Response, get, post
+from litestar import Controller, Request, Response, get, post
+from litestar.di import NamedDependency
 from litestar.params import Body, FromPath, QueryParameter
 
 from control_plane.auth import auth_context
-from control_plane.messages import segment_reader
-from control_plane.resources import resources_of
 from control_plane.sse import EventStream, comment, event, events
-from control_plane.usage import meter_delivered
-from core import settings
 from core.errors import QueueCoreError
 from data_plane import delivery
-from data_plane.delivery import AckRejected, Delivery, GroupRef, GroupRefCache, Pulled
+from data_plane.delivery import AckRejected, Delivery, GroupRef, Pulled
 from data_plane.groups.service import (
     HEARTBEAT_DIVISOR,
     RETRY_DELAY_MS,
-    GroupTopicNotFound,
-    MemberNotFound,
     parse_duration_ms,
 )
-from data_plane.read.notify import PublishListener
 from data_plane.read.schemas import iso_timestamp
+from data_plane.runtime import DataPlane
 from data_plane.write.publish import message_id
 from observability.logging import get_logger
 
@@ -167,86 +162,16 @@ def render(ref: GroupRef, item: Delivery) -> DeliveredMessage:
     return Renderer(ref)(item)
 
 
-def listener_of(app: Litestar) -> PublishListener:
-    """The process's notification listener."""
-    listener: PublishListener = app.state.publish_listener
-    return listener
-
-
-def group_refs(app: Litestar) -> GroupRefCache:
-    """The process's cache of group lookups (see :class:`GroupRefCache` for why it is safe)."""
-    refs = app.state.get("group_refs")
-    if refs is None:
-        refs = app.state.group_refs = GroupRefCache()
-    return cast(GroupRefCache, refs)
-
-
-@asynccontextmanager
-async def publish_listener(app: Litestar) -> AsyncIterator[None]:
-    """Lifespan: one LISTEN connection per process for every waiting consumer."""
-    listener = PublishListener(settings.database().url)
-    listener.start()
-    app.state.publish_listener = listener
-    segment_reader(app)  # created now so the local writer fills its cache from the first flush
-    try:
-        yield
-    finally:
-        await listener.stop()
-
-
 @asynccontextmanager
 async def group_session(
-    request: Request[Any, Any, Any], topic: str, group: str
+    request: Request[Any, Any, Any], data_plane: DataPlane, topic: str, group: str
 ) -> AsyncIterator[tuple[delivery.Conn, GroupRef]]:
     """One transaction on the caller's group: committed when the block ends without error."""
-    async with resources_of(request.app).db.connection() as conn:
+    async with data_plane.db.connection() as conn:
         yield (
             conn,
             await delivery.group_ref(conn, auth_context(request).environment_id, topic, group),
         )
-
-
-async def _group_ref(request: Request[Any, Any, Any], topic: str, group: str) -> GroupRef:
-    """The group, from the process's cache when it is there."""
-    env = auth_context(request).environment_id
-    refs = group_refs(request.app)
-    ref = refs.cached(env, topic, group)
-    if ref is None:
-        async with resources_of(request.app).db.connection() as conn:
-            ref = await refs.get(conn, env, topic, group)
-    return ref
-
-
-async def _fresh_ref(
-    conn: delivery.Conn, request: Request[Any, Any, Any], ref: GroupRef
-) -> GroupRef:
-    """After a cached ref found its member or leases gone: look again (a 404 if the group is)."""
-    env = auth_context(request).environment_id
-    group_refs(request.app).forget(env, ref.topic, ref.name)
-    return await group_refs(request.app).get(conn, env, ref.topic, ref.name)
-
-
-async def _pull_once(
-    request: Request[Any, Any, Any],
-    ref: GroupRef,
-    member_id: str,
-    limit: int,
-    previous: Pulled | None = None,
-) -> Pulled:
-    """One pull; ``previous``, the member's last pull in this request, says what it owned."""
-    reader = segment_reader(request.app)
-    owned = None if previous is None else len(previous.partitions)
-    async with resources_of(request.app).db.connection() as conn:
-        try:
-            pulled = await delivery.pull(conn, reader, ref, member_id, limit, owned)
-        except (MemberNotFound, GroupTopicNotFound):
-            fresh = await _fresh_ref(conn, request, ref)
-            if fresh.id == ref.id:
-                raise
-            pulled = await delivery.pull(conn, reader, fresh, member_id, limit)
-    if pulled.deliveries:
-        meter_delivered(request, [item.message for item in pulled.deliveries])
-    return pulled
 
 
 def _wait_s(pulled: Pulled, budget_s: float) -> float:
@@ -272,6 +197,7 @@ class ConsumeController(Controller):
     async def pull(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
         member_id: FromPath[str],
@@ -280,13 +206,15 @@ class ConsumeController(Controller):
         """Waits up to ``waitMs`` for at least one message."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + data.wait_ms / 1000
-        ref = await _group_ref(request, topic, group)
+        ref = await data_plane.group_ref(auth_context(request).environment_id, topic, group)
         # Registered before each pull, so a publish while it runs is not missed.
         pulled: Pulled | None = None
-        with listener_of(request.app).watch(ref.topic_id) as watch:
+        with data_plane.listener.watch(ref.topic_id) as watch:
             while True:
                 watch.event.clear()
-                pulled = await _pull_once(request, ref, member_id, data.max_messages, pulled)
+                pulled = await data_plane.pull(
+                    auth_context(request).environment_id, ref, member_id, data.max_messages, pulled
+                )
                 ref, watch.partitions = pulled.ref, pulled.partitions
                 remaining = deadline - loop.time()
                 if pulled.deliveries or remaining <= 0:
@@ -297,29 +225,32 @@ class ConsumeController(Controller):
     async def stream(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
         member_id: FromPath[str],
     ) -> EventStream:
         """Event ``message`` per delivery; a comment keeps idle connections open."""
-        ref = await _group_ref(request, topic, group)
-        first = await _pull_once(request, ref, member_id, STREAM_BATCH)
-        return EventStream(_events(request, member_id, first))
+        ref = await data_plane.group_ref(auth_context(request).environment_id, topic, group)
+        env = auth_context(request).environment_id
+        first = await data_plane.pull(env, ref, member_id, STREAM_BATCH)
+        return EventStream(_events(data_plane, env, member_id, first))
 
     @post("/ack", summary="Acknowledge messages (batched)", status_code=200)
     async def ack(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
         data: Annotated[AckRequest, Body()],
     ) -> Response[dict[str, Any]]:
         """200 with per-id results; 409 ``ACK_REJECTED`` when no id could be acked."""
-        ref = await _group_ref(request, topic, group)
-        async with resources_of(request.app).db.connection() as conn:
+        ref = await data_plane.group_ref(auth_context(request).environment_id, topic, group)
+        async with data_plane.db.connection() as conn:
             outcome = await delivery.ack(conn, ref, data.ack_ids)
             if not outcome.done:
-                fresh = await _fresh_ref(conn, request, ref)
+                fresh = await data_plane.fresh_ref(conn, auth_context(request).environment_id, ref)
                 if fresh.id != ref.id:
                     outcome = await delivery.ack(conn, fresh, data.ack_ids)
         if not outcome.done:
@@ -331,6 +262,7 @@ class ConsumeController(Controller):
     async def nack(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
         data: Annotated[NackRequest, Body()],
@@ -341,21 +273,20 @@ class ConsumeController(Controller):
             if data.retry_delay is None
             else parse_duration_ms(data.retry_delay, "retryDelay", RETRY_DELAY_MS)
         )
-        async with group_session(request, topic, group) as (conn, ref):
-            return await delivery.nack(
-                conn, segment_reader(request.app), ref, data.ack_id, data.error, delay
-            )
+        async with group_session(request, data_plane, topic, group) as (conn, ref):
+            return await delivery.nack(conn, data_plane.reader, ref, data.ack_id, data.error, delay)
 
     @post("/extend", summary="Extend leases", status_code=200)
     async def extend(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
         data: Annotated[ExtendRequest, Body()],
     ) -> dict[str, Any]:
         """Only current, unexpired leases are extended; the others are listed as not extended."""
-        async with group_session(request, topic, group) as (conn, ref):
+        async with group_session(request, data_plane, topic, group) as (conn, ref):
             extended = await delivery.extend(conn, ref, data.ack_ids, data.seconds)
         return {"extended": extended, "notExtended": sorted(set(data.ack_ids) - set(extended))}
 
@@ -363,12 +294,13 @@ class ConsumeController(Controller):
     async def offsets(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
         partition: Annotated[int | None, QueryParameter(ge=0)] = None,
     ) -> dict[str, Any]:
         """``{current, latest, lag}`` for one partition, or ``{partitions: […]}``."""
-        async with group_session(request, topic, group) as (conn, ref):
+        async with group_session(request, data_plane, topic, group) as (conn, ref):
             rows = await delivery.offsets(conn, ref, partition)
         if partition is not None:
             return {k: v for k, v in rows[0].items() if k != "partition"}
@@ -383,12 +315,13 @@ class ConsumeController(Controller):
     async def seek(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
         data: Annotated[SeekRequest, Body()],
     ) -> dict[str, Any]:
         """Messages in flight on that partition are forgotten."""
-        async with group_session(request, topic, group) as (conn, ref):
+        async with group_session(request, data_plane, topic, group) as (conn, ref):
             return await delivery.seek(conn, ref, data.partition, data.offset)
 
     @post(
@@ -400,18 +333,19 @@ class ConsumeController(Controller):
     async def reset(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
         data: Annotated[ResetRequest, Body()],
     ) -> dict[str, Any]:
         """409 ``GROUP_HAS_ACTIVE_MEMBERS`` while consumers are joined."""
-        async with group_session(request, topic, group) as (conn, ref):
+        async with group_session(request, data_plane, topic, group) as (conn, ref):
             env = auth_context(request).environment_id
             return {"partitions": await delivery.reset(conn, env, ref, data.to)}
 
 
 async def _events(
-    request: Request[Any, Any, Any], member_id: str, first: Pulled
+    data_plane: DataPlane, environment_id: str, member_id: str, first: Pulled
 ) -> AsyncIterator[bytes]:
     """Deliveries as they become available; ends with an ``error`` event if the member is gone.
 
@@ -420,7 +354,7 @@ async def _events(
     its NOTIFY arrives: no polling, no lost wake-up.
     """
     pulled, look_again = first, True  # registered after the first pull: look once more
-    with listener_of(request.app).watch(first.ref.topic_id, first.partitions) as watch:
+    with data_plane.listener.watch(first.ref.topic_id, first.partitions) as watch:
         while True:
             if pulled.deliveries:
                 wires = Renderer(pulled.ref).all(pulled.deliveries)
@@ -430,7 +364,9 @@ async def _events(
                     await watch.wait(_wait_s(pulled, KEEPALIVE_S))
                 look_again = False
                 watch.event.clear()
-                pulled = await _pull_once(request, pulled.ref, member_id, STREAM_BATCH, pulled)
+                pulled = await data_plane.pull(
+                    environment_id, pulled.ref, member_id, STREAM_BATCH, pulled
+                )
                 watch.partitions = pulled.partitions
             except QueueCoreError as exc:
                 yield _error_event(exc.code, exc.message)

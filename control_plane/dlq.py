@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Controller, Request, get, post
+from litestar.di import NamedDependency
 from litestar.params import FromPath, QueryParameter
 
 from control_plane.consume import group_session
 from data_plane.deadletters import service as dlq
+from data_plane.runtime import DataPlane
 
 
 class DeadLetterController(Controller):
@@ -22,6 +24,7 @@ class DeadLetterController(Controller):
     async def inspect(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
         limit: Annotated[int, QueryParameter(ge=1, le=dlq.MAX_PAGE)] = 100,
@@ -30,7 +33,7 @@ class DeadLetterController(Controller):
         ] = None,
     ) -> dlq.DeadLetterPage:
         """Original data, error reason, attempts and timestamps; ``depth`` counts the queue."""
-        async with group_session(request, topic, group) as (conn, ref):
+        async with group_session(request, data_plane, topic, group) as (conn, ref):
             return await dlq.inspect(conn, ref, limit, after)
 
     @post(
@@ -42,12 +45,13 @@ class DeadLetterController(Controller):
     async def replay_one(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
         message_id: FromPath[str],
     ) -> dlq.Replayed:
         """404 if it is not in the queue; 409 ``DLQ_MESSAGE_REPLAYED`` if replayed already."""
-        async with group_session(request, topic, group) as (conn, ref):
+        async with group_session(request, data_plane, topic, group) as (conn, ref):
             return await dlq.replay_one(conn, ref, message_id)
 
     @post(
@@ -57,8 +61,12 @@ class DeadLetterController(Controller):
         opt={"scope": "admin"},
     )
     async def replay_all(
-        self, request: Request[Any, Any, Any], topic: FromPath[str], group: FromPath[str]
+        self,
+        request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
+        topic: FromPath[str],
+        group: FromPath[str],
     ) -> dlq.Replayed:
         """Each comes back as attempt 1, at its original partition and offset."""
-        async with group_session(request, topic, group) as (conn, ref):
+        async with group_session(request, data_plane, topic, group) as (conn, ref):
             return await dlq.replay_all(conn, ref)

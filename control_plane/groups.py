@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Controller, Request, delete, get, post, put
+from litestar.di import NamedDependency
 from litestar.params import Body, FromPath
 
 from control_plane.auth import auth_context
-from control_plane.consume import group_refs
-from control_plane.resources import resources_of
 from data_plane.groups import service as groups
 from data_plane.groups.schemas import (
     GroupConfigRequest,
@@ -21,6 +20,7 @@ from data_plane.groups.schemas import (
     MemberView,
     PartitionState,
 )
+from data_plane.runtime import DataPlane
 
 
 def _config(data: GroupConfigRequest) -> groups.GroupConfig:
@@ -97,10 +97,13 @@ class GroupsController(Controller):
 
     @get("/", summary="List the topic's consumer groups")
     async def list_groups(
-        self, request: Request[Any, Any, Any], topic: FromPath[str]
+        self,
+        request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
+        topic: FromPath[str],
     ) -> list[GroupSummary]:
         """``[{name, consumers, lag}]``."""
-        async with resources_of(request.app).db.connection() as conn:
+        async with data_plane.db.connection() as conn:
             rows = await groups.list_groups(conn, auth_context(request).environment_id, topic)
         return [
             GroupSummary(
@@ -114,10 +117,14 @@ class GroupsController(Controller):
 
     @get("/{group:str}", summary="Describe a consumer group")
     async def describe(
-        self, request: Request[Any, Any, Any], topic: FromPath[str], group: FromPath[str]
+        self,
+        request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
+        topic: FromPath[str],
+        group: FromPath[str],
     ) -> GroupView:
         """Owners, committed offsets and lag per partition."""
-        async with resources_of(request.app).db.connection() as conn:
+        async with data_plane.db.connection() as conn:
             return group_view(
                 await groups.describe(conn, auth_context(request).environment_id, topic, group)
             )
@@ -126,34 +133,40 @@ class GroupsController(Controller):
     async def configure(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
         data: Annotated[GroupConfigRequest, Body()],
     ) -> GroupView:
         """startFrom, ackTimeout, maxInFlight, sessionTimeout, deadLetter."""
         config = _config(data)
-        async with resources_of(request.app).db.connection() as conn:
+        async with data_plane.db.connection() as conn:
             view = group_view(
                 await groups.configure(
                     conn, auth_context(request).environment_id, topic, group, config
                 )
             )
-        group_refs(request.app).forget(auth_context(request).environment_id, topic, group)
+        data_plane.group_refs.forget(auth_context(request).environment_id, topic, group)
         return view
 
     @delete("/{group:str}", summary="Delete a consumer group", opt={"scope": "admin"})
     async def delete_group(
-        self, request: Request[Any, Any, Any], topic: FromPath[str], group: FromPath[str]
+        self,
+        request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
+        topic: FromPath[str],
+        group: FromPath[str],
     ) -> None:
         """Removes members and committed offsets."""
-        async with resources_of(request.app).db.connection() as conn:
+        async with data_plane.db.connection() as conn:
             await groups.delete(conn, auth_context(request).environment_id, topic, group)
-        group_refs(request.app).forget(auth_context(request).environment_id, topic, group)
+        data_plane.group_refs.forget(auth_context(request).environment_id, topic, group)
 
     @post("/{group:str}/members", summary="Join (or rejoin) a consumer group")
     async def join(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
         data: Annotated[JoinRequest, Body()],
@@ -166,7 +179,7 @@ class GroupsController(Controller):
             if data.session_timeout is not None
             else None
         )
-        async with resources_of(request.app).db.connection() as conn:
+        async with data_plane.db.connection() as conn:
             result = await groups.join(
                 conn,
                 auth_context(request).environment_id,
@@ -188,12 +201,13 @@ class GroupsController(Controller):
     async def heartbeat(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
         member_id: FromPath[str],
     ) -> HeartbeatResponse:
         """``shouldRejoin`` when the group's generation moved on."""
-        async with resources_of(request.app).db.connection() as conn:
+        async with data_plane.db.connection() as conn:
             result = await groups.heartbeat(
                 conn, auth_context(request).environment_id, topic, group, member_id
             )
@@ -203,10 +217,11 @@ class GroupsController(Controller):
     async def leave(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
         member_id: FromPath[str],
     ) -> None:
         """The member's partitions go to the others at once."""
-        async with resources_of(request.app).db.connection() as conn:
+        async with data_plane.db.connection() as conn:
             await groups.leave(conn, auth_context(request).environment_id, topic, group, member_id)

@@ -8,9 +8,10 @@ from typing import Any
 
 import anyio.to_thread
 from litestar import Controller, Request, Response, get
+from litestar.di import NamedDependency
 
 from control_plane.errors import error_response
-from control_plane.resources import Resources, resources_of
+from control_plane.resources import Resources
 
 CHECK_TIMEOUT_S = 3.0
 
@@ -27,9 +28,11 @@ class HealthController(Controller):
         return {"status": "ok"}
 
     @get("/readyz", summary="Readiness: PostgreSQL, S3 and Redis are reachable")
-    async def readyz(self, request: Request[Any, Any, Any]) -> Response[dict[str, Any]]:
+    async def readyz(
+        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+    ) -> Response[dict[str, Any]]:
         """200 when every dependency answers, else 503 naming what does not."""
-        checks = await run_checks(resources_of(request.app))
+        checks = await run_checks(resources)
         failing = sorted(name for name, result in checks.items() if result != "ok")
         if not failing:
             return Response({"status": "ready", "checks": checks})

@@ -6,10 +6,11 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from litestar import Controller, Request, delete, get, post
+from litestar.di import NamedDependency
 from litestar.params import Body, FromPath, QueryParameter
 
 from control_plane.auth import auth_context
-from control_plane.resources import resources_of
+from control_plane.resources import Resources
 from tenants import service as tenants
 from tenants.schemas import CreatedKeyView, CreateKeyRequest, KeyList, KeyView
 
@@ -25,22 +26,26 @@ class KeysController(Controller):
     async def list_keys(
         self,
         request: Request[Any, Any, Any],
+        resources: NamedDependency[Resources],
         include_revoked: Annotated[bool, QueryParameter(name="includeRevoked")] = False,
     ) -> KeyList:
         """Keys of this environment."""
         ctx = auth_context(request)
-        async with resources_of(request.app).db.connection() as conn:
+        async with resources.db.connection() as conn:
             keys = await tenants.list_keys(conn, ctx.environment_id, include_revoked)
         now = datetime.now(UTC)
         return KeyList(keys=[KeyView.of(key, now) for key in keys])
 
     @post("/", summary="Create an API key; the secret is in this response only")
     async def create_key(
-        self, request: Request[Any, Any, Any], data: Annotated[CreateKeyRequest, Body()]
+        self,
+        request: Request[Any, Any, Any],
+        resources: NamedDependency[Resources],
+        data: Annotated[CreateKeyRequest, Body()],
     ) -> CreatedKeyView:
         """At most two active keys per environment (409 ``KEY_LIMIT_REACHED``)."""
         ctx = auth_context(request)
-        async with resources_of(request.app).db.connection() as conn:
+        async with resources.db.connection() as conn:
             issued = await tenants.create_key(
                 conn,
                 ctx.environment_id,
@@ -54,9 +59,14 @@ class KeysController(Controller):
         )
 
     @delete("/{key_id:str}", summary="Revoke an API key", status_code=200)
-    async def revoke_key(self, request: Request[Any, Any, Any], key_id: FromPath[str]) -> KeyView:
+    async def revoke_key(
+        self,
+        request: Request[Any, Any, Any],
+        resources: NamedDependency[Resources],
+        key_id: FromPath[str],
+    ) -> KeyView:
         """Revoked keys fail on every replica within a few seconds."""
         ctx = auth_context(request)
-        async with resources_of(request.app).db.connection() as conn:
+        async with resources.db.connection() as conn:
             key = await tenants.revoke_key(conn, ctx.environment_id, key_id)
         return KeyView.of(key, datetime.now(UTC))

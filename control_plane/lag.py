@@ -6,11 +6,12 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from litestar import Controller, Request, get
+from litestar.di import NamedDependency
 from litestar.params import FromPath, QueryParameter
 
 from control_plane.auth import auth_context
-from control_plane.resources import resources_of
 from data_plane.groups import lag
+from data_plane.runtime import DataPlane
 
 
 class LagController(Controller):
@@ -24,6 +25,7 @@ class LagController(Controller):
     async def series(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
         since: Annotated[
@@ -36,7 +38,7 @@ class LagController(Controller):
     ) -> lag.LagSeries:
         """One point per minute in ``[since, until)``: ``{at, lag, consumeRate, produceRate,
         timeToDrainS}``, rates in messages per second, ``null`` where unknown or not draining."""
-        async with resources_of(request.app).db.connection() as conn:
+        async with data_plane.db.connection() as conn:
             return await lag.lag_series(
                 conn, auth_context(request).environment_id, topic, group, since, until
             )

@@ -2,34 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
-from litestar import Controller, Litestar, Request, get
+from litestar import Controller, Request, get
+from litestar.di import NamedDependency
 from litestar.params import PathParameter, QueryParameter
 
 from control_plane.auth import auth_context
-from control_plane.resources import resources_of
-from control_plane.usage import meter_delivered
-from data_plane.read import reader as read_path
-from data_plane.read.cache import BlockCache, cache_max_bytes_from_env
-from data_plane.read.reader import SegmentReader
 from data_plane.read.schemas import MessagePage, message_page
+from data_plane.runtime import DataPlane
 from data_plane.write.publish import message_id
 
 MAX_BROWSE_LIMIT = 1000
-
-
-def segment_reader(app: Litestar) -> SegmentReader:
-    """The process's reader, created on first use; the local writer then fills its cache."""
-    reader = app.state.get("segment_reader")
-    if reader is None:
-        cache = BlockCache(cache_max_bytes_from_env())
-        reader = SegmentReader(resources_of(app).objects, cache)
-        app.state.segment_reader = reader
-        writer = app.state.get("segment_writer")
-        if writer is not None:
-            writer.subscribe(cache.put_committed)
-    return cast(SegmentReader, reader)
 
 
 class MessagesController(Controller):
@@ -52,6 +36,7 @@ class MessagesController(Controller):
     async def browse(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: Annotated[str, PathParameter()],
         partition: Annotated[int, PathParameter(ge=0)],
         offset: Annotated[int | None, QueryParameter(ge=0)] = None,
@@ -59,11 +44,6 @@ class MessagesController(Controller):
     ) -> MessagePage:
         """Messages with their offsets, then ``nextOffset`` to continue from."""
         ctx = auth_context(request)
-        reader = segment_reader(request.app)
-        async with resources_of(request.app).db.connection() as conn:
-            ref, result = await read_path.browse(
-                conn, reader, ctx.environment_id, topic, partition, offset, limit
-            )
+        ref, result = await data_plane.browse(ctx.environment_id, topic, partition, offset, limit)
         ids = [message_id(ref.id, partition, m.offset) for m in result.messages]
-        meter_delivered(request, [m.message for m in result.messages])
         return message_page(ref.name, partition, result, ids)

@@ -1,18 +1,21 @@
-"""Long-lived clients of one API process, opened and closed by the application's lifespan."""
+"""Long-lived clients of one API process and its data plane, opened and closed by one lifespan."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import cast
 
 import redis.asyncio as aioredis
 from litestar import Litestar
+from litestar.di import Provide
 
 from billing.meter import MeterFlusher, UsageMeter, meter_settings
 from core import settings
 from core.db import AsyncPool, async_pool
 from core.object_store import ObjectStore
+from data_plane.runtime import DataPlane
 from observability.object_store import metered_store
 
 
@@ -50,18 +53,53 @@ class Resources:
         await self.redis.aclose()
 
 
-@asynccontextmanager
-async def lifespan(app: Litestar) -> AsyncIterator[None]:
-    """Open the process's resources for the application's lifetime."""
-    resources = Resources.from_settings()
-    await resources.open()
-    app.state.resources = resources
-    try:
-        yield
-    finally:
-        await resources.close()
+class Runtime:
+    """What one API process holds open, built and closed by its lifespan: the resources and the
+    data plane. Handlers receive both by dependency injection (:meth:`dependencies`)."""
+
+    def __init__(self) -> None:
+        self._resources: Resources | None = None
+        self._data_plane: DataPlane | None = None
+
+    @asynccontextmanager
+    async def lifespan(self, app: Litestar) -> AsyncIterator[None]:
+        """Open the resources, start the data plane; close both in reverse when the app stops."""
+        resources = Resources.from_settings()
+        await resources.open()
+        app.state.resources = resources  # for the middleware, which dependency injection skips
+        data_plane = DataPlane(
+            resources.db, resources.objects, settings.database().url, resources.usage.meter
+        )
+        self._resources, self._data_plane = resources, data_plane
+        try:
+            await data_plane.start()
+            try:
+                yield
+            finally:
+                await data_plane.close()
+        finally:
+            await resources.close()
+
+    def resources(self) -> Resources:
+        """The open resources (a dependency provider)."""
+        if self._resources is None:
+            raise RuntimeError("the application's lifespan has not started")
+        return self._resources
+
+    def data_plane(self) -> DataPlane:
+        """The running data plane (a dependency provider)."""
+        if self._data_plane is None:
+            raise RuntimeError("the application's lifespan has not started")
+        return self._data_plane
+
+    def dependencies(self) -> dict[str, Provide]:
+        """``resources`` and ``data_plane`` for any handler that names them."""
+        return {
+            "resources": Provide(self.resources, sync_to_thread=False),
+            "data_plane": Provide(self.data_plane, sync_to_thread=False),
+        }
 
 
 def resources_of(app: Litestar) -> Resources:
-    """The resources opened by :func:`lifespan`."""
-    return app.state.resources
+    """The resources opened by :meth:`Runtime.lifespan`, for middleware and lifespan hooks."""
+    return cast(Resources, app.state.resources)

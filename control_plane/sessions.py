@@ -16,11 +16,12 @@ import msgspec
 from litestar import Controller, Litestar, Request, Response, get, post
 from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
+from litestar.di import NamedDependency
 from litestar.enums import RequestEncodingType
 from litestar.handlers.base import BaseRouteHandler
 from litestar.params import Body
 
-from control_plane.resources import resources_of
+from control_plane.resources import Resources, resources_of
 from core import settings
 from observability.logging import bind
 from tenants import sessions
@@ -156,7 +157,10 @@ class SessionController(Controller):
 
     @post("/login", status_code=200, summary="Sign in with email and password")
     async def login(
-        self, request: Request[Any, Any, Any], data: Annotated[LoginRequest, Body()]
+        self,
+        request: Request[Any, Any, Any],
+        resources: NamedDependency[Resources],
+        data: Annotated[LoginRequest, Body()],
     ) -> Response[SessionView]:
         """Sets the ``qc_session`` cookie; 401 ``INVALID_CREDENTIALS`` for any wrong pair.
 
@@ -165,7 +169,7 @@ class SessionController(Controller):
         """
         throttle = login_throttle_of(request.app)
         client_address = request.client.host if request.client else None
-        async with resources_of(request.app).db.connection() as conn:
+        async with resources.db.connection() as conn:
             opened = await sessions.login(conn, data.email, data.password, throttle, client_address)
         bind(user_id=opened.session.user_id)
         return Response(SessionView.of(opened.session), cookies=[session_cookie(opened.token)])
@@ -181,9 +185,11 @@ class SessionController(Controller):
         guards=[require_session, require_csrf],
         summary="Sign out: ends the session server-side",
     )
-    async def logout(self, request: Request[Any, Any, Any]) -> Response[None]:
+    async def logout(
+        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+    ) -> Response[None]:
         """Needs ``X-CSRF-Token``; the old cookie stops working at once."""
         token = request.cookies.get(COOKIE_NAME, "")
-        async with resources_of(request.app).db.connection() as conn:
+        async with resources.db.connection() as conn:
             await sessions.logout(conn, token)
         return Response(None, status_code=204, cookies=[session_cookie("", max_age_s=0)])

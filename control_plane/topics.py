@@ -6,20 +6,19 @@ Also the lifespan hook that runs this process's :class:`SegmentWriter` and publi
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import anyio.to_thread
-from litestar import Controller, Litestar, Request, Response, delete, get, patch, post
+from litestar import Controller, Request, Response, delete, get, patch, post
 from litestar.background_tasks import BackgroundTask
+from litestar.di import NamedDependency
 from litestar.params import Body, FromPath
 
 from control_plane.auth import auth_context
-from control_plane.resources import resources_of
 from core.worker import send_task
 from data_plane.groups import service as groups
+from data_plane.runtime import DataPlane
 from data_plane.topics import service as topic_service
 from data_plane.topics.schemas import (
     BatchItemResult,
@@ -34,35 +33,10 @@ from data_plane.topics.schemas import (
     UpdateTopicRequest,
 )
 from data_plane.topics.service import Topic
-from data_plane.write.publish import Published, PublishService
-from data_plane.write.writer import SegmentWriter, writer_settings
+from data_plane.write.publish import Published
 from observability.logging import get_logger
 
 log = get_logger("queuecore.topics")
-
-
-@asynccontextmanager
-async def publishing(app: Litestar) -> AsyncIterator[None]:
-    """Lifespan: the process's segment writer and publish service."""
-    resources = resources_of(app)
-    writer = SegmentWriter(resources.db, resources.objects, writer_settings())
-    await writer.start()
-    app.state.segment_writer = writer
-    app.state.publisher = PublishService(resources.db, writer, resources.usage.meter)
-    try:
-        yield
-    finally:
-        await writer.close()
-
-
-def segment_writer(app: Litestar) -> SegmentWriter:
-    """The writer started by :func:`publishing` (subscribe to its commits here)."""
-    return app.state.segment_writer
-
-
-def publisher(app: Litestar) -> PublishService:
-    """The publish service started by :func:`publishing`."""
-    return app.state.publisher
 
 
 def topic_view(topic: Topic) -> TopicView:
@@ -88,11 +62,14 @@ class TopicsController(Controller):
 
     @post("/", summary="Create a topic")
     async def create_topic(
-        self, request: Request[Any, Any, Any], data: Annotated[CreateTopicRequest, Body()]
+        self,
+        request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
+        data: Annotated[CreateTopicRequest, Body()],
     ) -> TopicView:
         """409 ``TOPIC_EXISTS`` when the name is taken; tier quotas apply."""
         ctx = auth_context(request)
-        async with resources_of(request.app).db.connection() as conn:
+        async with data_plane.db.connection() as conn:
             topic = await topic_service.create_topic(
                 conn,
                 ctx.organisation_id,
@@ -106,20 +83,25 @@ class TopicsController(Controller):
         return topic_view(topic)
 
     @get("/", summary="List the environment's topics")
-    async def list_topics(self, request: Request[Any, Any, Any]) -> TopicList:
+    async def list_topics(
+        self, request: Request[Any, Any, Any], data_plane: NamedDependency[DataPlane]
+    ) -> TopicList:
         """Active topics, by name."""
         ctx = auth_context(request)
-        async with resources_of(request.app).db.connection() as conn:
+        async with data_plane.db.connection() as conn:
             topics = await topic_service.list_topics(conn, ctx.environment_id)
         return TopicList(topics=[topic_view(t) for t in topics])
 
     @get("/{topic:str}", summary="Describe a topic")
     async def describe_topic(
-        self, request: Request[Any, Any, Any], topic: FromPath[str]
+        self,
+        request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
+        topic: FromPath[str],
     ) -> TopicView:
         """404 ``TOPIC_NOT_FOUND`` unless the topic exists in this environment."""
         ctx = auth_context(request)
-        async with resources_of(request.app).db.connection() as conn:
+        async with data_plane.db.connection() as conn:
             found = await topic_service.get_topic(conn, ctx.environment_id, topic)
             stats = await groups.topic_stats(conn, found.id)
         view = topic_view(found)
@@ -130,12 +112,13 @@ class TopicsController(Controller):
     async def update_topic(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         data: Annotated[UpdateTopicRequest, Body()],
     ) -> TopicView:
         """Partitions can only grow; retention stays within the tier's maximum."""
         ctx = auth_context(request)
-        async with resources_of(request.app).db.connection() as conn:
+        async with data_plane.db.connection() as conn:
             updated = await topic_service.update_topic(
                 conn,
                 ctx.organisation_id,
@@ -145,7 +128,7 @@ class TopicsController(Controller):
                 retention=data.retention,
                 latency_class=data.latency_class,
             )
-        publisher(request.app).topics.forget(ctx.environment_id, topic)
+        data_plane.publisher.topics.forget(ctx.environment_id, topic)
         return topic_view(updated)
 
     @delete(
@@ -154,13 +137,16 @@ class TopicsController(Controller):
         status_code=202,
     )
     async def delete_topic(
-        self, request: Request[Any, Any, Any], topic: FromPath[str]
+        self,
+        request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
+        topic: FromPath[str],
     ) -> Response[TopicView]:
         """The name is free at once; index rows and objects are cleaned up by a Celery task."""
         ctx = auth_context(request)
-        async with resources_of(request.app).db.connection() as conn:
+        async with data_plane.db.connection() as conn:
             deleted = await topic_service.delete_topic(conn, ctx.environment_id, topic)
-        publisher(request.app).topics.forget(ctx.environment_id, topic)
+        data_plane.publisher.topics.forget(ctx.environment_id, topic)
         cleanup = BackgroundTask(_queue_topic_cleanup, deleted.id)
         return Response(topic_view(deleted), status_code=202, background=cleanup)
 
@@ -198,13 +184,14 @@ class PublishController(Controller):
     async def publish(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         data: Annotated[PublishRequest, Body()],
     ) -> PublishResult:
         """413 ``PAYLOAD_TOO_LARGE`` above the tier's message size; 503 when storage fails."""
         started = time.perf_counter()
         ctx = auth_context(request)
-        [stored] = await publisher(request.app).publish(
+        [stored] = await data_plane.publisher.publish(
             ctx.organisation_id, ctx.environment_id, topic, [data]
         )
         return PublishResult(
@@ -227,13 +214,14 @@ class PublishController(Controller):
     async def publish_batch(
         self,
         request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         data: Annotated[BatchPublishRequest, Body()],
     ) -> BatchPublishResult:
         """All messages get offsets in one commit, or none do."""
         started = time.perf_counter()
         ctx = auth_context(request)
-        stored = await publisher(request.app).publish(
+        stored = await data_plane.publisher.publish(
             ctx.organisation_id, ctx.environment_id, topic, data.messages, batch=True
         )
         return BatchPublishResult(

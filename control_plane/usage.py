@@ -1,44 +1,22 @@
-"""``GET /v1/usage`` (admin scope), and the meter hooks of the delivery routes.
+"""``GET /v1/usage`` (admin scope): the metered usage of the caller's environment.
 
-Publishes are metered by the publish service, requests by the rate-limit middleware, deliveries
-(pull, stream, browse) here: all into the process's :class:`billing.meter.UsageMeter`.
+Publishes and deliveries (pull, stream, browse) are metered by the data plane, requests by the
+rate-limit middleware: all into the process's :class:`billing.meter.UsageMeter`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from litestar import Controller, Request, get
+from litestar.di import NamedDependency
 from litestar.params import QueryParameter
 
 from billing import usage
 from billing.schemas import UsageReport
 from control_plane.auth import auth_context
-from control_plane.resources import resources_of
-from data_plane.write.segment import Message
-
-
-def message_bytes(messages: Iterable[Message]) -> int:
-    """Payload bytes as publishing counts them: data, key, header names and values (UTF-8)."""
-    total = 0
-    for message in messages:
-        total += len(message.value)
-        if message.key is not None:
-            total += len(message.key)
-        headers = message.headers
-        if headers:  # UTF-8 length of the joined names and values: one encode each, not per item
-            total += len("".join(headers).encode()) + len("".join(headers.values()).encode())
-    return total
-
-
-def meter_delivered(request: Request[Any, Any, Any], messages: list[Message]) -> None:
-    """Count messages sent to the caller (egress) in its environment's usage."""
-    if messages:
-        resources_of(request.app).usage.meter.delivered(
-            auth_context(request).environment_id, len(messages), message_bytes(messages)
-        )
+from control_plane.resources import Resources
 
 
 class UsageController(Controller):
@@ -63,6 +41,7 @@ class UsageController(Controller):
     async def usage(
         self,
         request: Request[Any, Any, Any],
+        resources: NamedDependency[Resources],
         from_: Annotated[
             str | None,
             QueryParameter(
@@ -84,5 +63,5 @@ class UsageController(Controller):
         environment = usage.MeteredEnvironment(
             ctx.environment_id, ctx.environment, ctx.project_id, ctx.organisation_id
         )
-        async with resources_of(request.app).db.connection() as conn:
+        async with resources.db.connection() as conn:
             return await usage.usage_report(conn, environment, window)

@@ -13,6 +13,7 @@ from typing import Any
 from litestar import Controller, Request, Response, get, post
 from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
+from litestar.di import NamedDependency
 from litestar.handlers.base import BaseRouteHandler
 
 from control_plane.dashboard.pages import (
@@ -26,7 +27,7 @@ from control_plane.dashboard.pages import (
     safe_next,
 )
 from control_plane.errors import status_for
-from control_plane.resources import resources_of
+from control_plane.resources import Resources
 from control_plane.sessions import (
     COOKIE_NAME,
     CSRF_FIELD,
@@ -120,13 +121,15 @@ class AuthPages(Controller):
         )
 
     @post("/login", guards=[require_form_csrf])
-    async def login(self, request: Request[Any, Any, Any]) -> Response[Any]:
+    async def login(
+        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+    ) -> Response[Any]:
         """Open a session; a wrong pair or too many failures are explained on the form."""
         fields = await form_fields(request)
         email, target = field(fields, "email"), safe_next(field(fields, "next"))
         client_address = request.client.host if request.client else None
         try:
-            async with resources_of(request.app).db.connection() as conn:
+            async with resources.db.connection() as conn:
                 opened = await sessions.login(
                     conn,
                     email,
@@ -144,12 +147,14 @@ class AuthPages(Controller):
         return anonymous_form(request, "signup.html", name="", email="")
 
     @post("/signup", guards=[require_form_csrf])
-    async def signup(self, request: Request[Any, Any, Any]) -> Response[Any]:
+    async def signup(
+        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+    ) -> Response[Any]:
         """A new organisation owned by a new user, who is then signed in."""
         fields = await form_fields(request)
         name, email = field(fields, "name"), field(fields, "email")
         try:
-            async with resources_of(request.app).db.connection() as conn:
+            async with resources.db.connection() as conn:
                 new = await tenants.sign_up(
                     conn, name, email, field(fields, "password", strip=False)
                 )
@@ -167,9 +172,11 @@ class AuthPages(Controller):
         return signed_in(opened, env_path(development.id, "topics") + "?notice=welcome")
 
     @post("/logout", guards=[require_session, require_csrf])
-    async def logout(self, request: Request[Any, Any, Any]) -> Response[Any]:
+    async def logout(
+        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+    ) -> Response[Any]:
         """End the session server-side; its cookie stops working at once."""
-        async with resources_of(request.app).db.connection() as conn:
+        async with resources.db.connection() as conn:
             await sessions.logout(conn, request.cookies.get(COOKIE_NAME, ""))
         return redirect(
             f"{PREFIX}/login", notice="signed-out", cookies=[session_cookie("", max_age_s=0)]

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, Request, Response, get
+from litestar.di import NamedDependency
 from litestar.params import FromPath
 from litestar.response import Redirect
 
 from control_plane.dashboard.pages import PREFIX, env_path, page, redirect
 from control_plane.dashboard.scope import environment
-from control_plane.resources import resources_of
+from control_plane.resources import Resources
 from control_plane.sessions import require_session, session_of
 from tenants import access
 
@@ -29,9 +30,11 @@ class HomePages(Controller):
     include_in_schema = False
 
     @get("/")
-    async def home(self, request: Request[Any, Any, Any]) -> Response[Any]:
+    async def home(
+        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+    ) -> Response[Any]:
         """Every organisation of the user with its projects' environments."""
-        async with resources_of(request.app).db.connection() as conn:
+        async with resources.db.connection() as conn:
             found = await access.workspaces(conn, session_of(request).user_id)
         return page(request, "home.html", workspaces=found)
 

@@ -232,11 +232,14 @@ class Published(NamedTuple):
 
 
 class UsageSink(Protocol):
-    """Where publishes are metered (billing's in-memory meter): called once per request."""
+    """Where traffic is metered (billing's in-memory meter): called once per request."""
 
     def published(self, environment_id: str, messages: int, payload_bytes: int) -> None:
         """``messages`` stored (or answered from their idempotency keys), ``payload_bytes`` of
         data, keys and headers as the message size limit counts them."""
+
+    def delivered(self, environment_id: str, messages: int, payload_bytes: int) -> None:
+        """``messages`` sent to a consumer or a browser (egress), ``payload_bytes`` as above."""
 
 
 class PublishService:

@@ -25,6 +25,7 @@ from data_plane.write.publish import message_id, murmur2, parse_message_id, part
 from data_plane.write.segment import Message, decode_block, decode_segment
 from tenants.models import NewOrganisation
 from tests.support.isolation import assert_isolated
+from tests.support.runtime import data_plane_of
 from tests.support.services import Services
 from tests.support.tenancy import bearer, new_organisation
 
@@ -427,7 +428,7 @@ def test_failed_s3_put_is_503_commits_nothing_and_publishing_recovers(
     own_app: TestClient, services: Services, unique: Callable[[str], str]
 ) -> None:
     topic = make_topic(own_app, services, unique("fault"), partitions=2)
-    writer = own_app.app.state.segment_writer
+    writer = data_plane_of(own_app.app).writer
     faulty = FailingPuts(writer.objects, failures=1)
     writer.objects = faulty
     batch = {"messages": [{"data": i, "key": str(i), "idempotencyKey": f"i{i}"} for i in range(10)]}

@@ -14,7 +14,6 @@ from litestar.testing import TestClient
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 
-from control_plane.resources import resources_of
 from data_plane import delivery
 from data_plane.faults import FaultyObjectStore
 from data_plane.groups import queries as q
@@ -24,6 +23,7 @@ from data_plane.write.segment import Message
 from tenants.models import NewOrganisation
 from tests.data_plane.stored import object_store
 from tests.data_plane.test_consume_api import Group
+from tests.support.runtime import data_plane_of
 from tests.support.services import Services
 from tests.support.tenancy import new_organisation
 
@@ -157,9 +157,9 @@ def test_a_pull_whose_read_fails_is_an_error_and_its_messages_come_back_at_once(
     group = Group(own_app, org, unique, partitions=2, ackTimeout="10m")
     published = publish_keyed(group)
     member = group.join()
-    store = FaultyObjectStore(resources_of(own_app.app).objects)
+    store = FaultyObjectStore(data_plane_of(own_app.app).objects)
     # A reader with an empty cache, not fed by the writer: the pull's blocks are fetched.
-    own_app.app.state.segment_reader = SegmentReader(store, BlockCache())
+    data_plane_of(own_app.app).reader = SegmentReader(store, BlockCache())
     store.fail_always("get")
     failed = own_app.post(
         f"{group.base}/members/{member}/pull", json={"maxMessages": 100}, headers=group.headers
@@ -183,7 +183,7 @@ def test_a_short_read_delivers_the_other_leases_and_its_own_offsets_come_back_at
     group = Group(own_app, org, unique, partitions=2, ackTimeout="10m")
     published = publish_keyed(group)
     member = group.join()
-    own_app.app.state.segment_reader = ShortReader(times=1)  # partition 0's read comes back short
+    data_plane_of(own_app.app).reader = ShortReader(times=1)  # partition 0's read comes back short
     first = group.pull(member)
     assert sorted((m["partition"], m["offset"]) for m in first) == sorted(
         p for p in published if p[0] == 1

@@ -29,6 +29,7 @@ from tests.data_plane.stored import (
     object_store,
     seed_topic,
 )
+from tests.support.runtime import data_plane_of
 from tests.support.services import Services
 from tests.support.tenancy import bearer, new_organisation
 
@@ -315,14 +316,12 @@ def test_out_of_range_error_carries_the_bounds(
 def test_published_messages_are_browsable_with_the_same_ids_and_come_from_the_cache(
     client: TestClient, services: Services, unique: Callable[[str], str]
 ) -> None:
-    from control_plane.messages import segment_reader
-
     org = new_organisation(services.database_url)
     headers = bearer(org.keys["development"].secret)
     name = unique("published")
     created = client.post("/v1/topics", json={"name": name, "partitions": 2}, headers=headers)
     assert created.status_code == 201, created.text
-    reader = segment_reader(client.app)  # subscribed to the writer from now on
+    reader = data_plane_of(client.app).reader  # the writer fills its cache
     sent = [
         client.post(
             f"/v1/topics/{name}/messages",

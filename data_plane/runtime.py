@@ -1,0 +1,124 @@
+"""The data plane of one process, built in one place: its composition root.
+
+:class:`DataPlane` owns the group-commit writer, the reader and its block cache (which the
+writer fills with its own fresh blocks), the publish listener, the publish service and the
+group cache. The API builds one per process and starts and closes it in its lifespan; handlers
+receive it by dependency injection. Deliveries are metered here, where they happen, as the
+publish service meters publishes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from core.db import AsyncPool, Conn
+from core.object_store import ObjectStore
+from data_plane import delivery
+from data_plane.delivery import GroupRef, GroupRefCache, Pulled
+from data_plane.groups.service import GroupTopicNotFound, MemberNotFound
+from data_plane.read import reader as read_path
+from data_plane.read.cache import BlockCache, cache_max_bytes_from_env
+from data_plane.read.notify import PublishListener
+from data_plane.read.reader import ReadResult, SegmentReader, TopicRef
+from data_plane.write.publish import PublishService, UsageSink
+from data_plane.write.segment import Message
+from data_plane.write.writer import SegmentWriter, WriterSettings, writer_settings
+
+
+def message_bytes(messages: Iterable[Message]) -> int:
+    """Payload bytes as publishing counts them: data, key, header names and values (UTF-8)."""
+    total = 0
+    for message in messages:
+        total += len(message.value)
+        if message.key is not None:
+            total += len(message.key)
+        headers = message.headers
+        if headers:  # UTF-8 length of the joined names and values: one encode each, not per item
+            total += len("".join(headers).encode()) + len("".join(headers.values()).encode())
+    return total
+
+
+class DataPlane:
+    """Writer, reader, cache, listener, publish service and group cache of one process."""
+
+    def __init__(
+        self,
+        db: AsyncPool,
+        objects: ObjectStore,
+        database_url: str,
+        usage: UsageSink | None = None,
+        writer_config: WriterSettings | None = None,
+        cache_max_bytes: int | None = None,
+    ) -> None:
+        self.db = db
+        self.objects = objects
+        self.usage = usage
+        size = cache_max_bytes_from_env() if cache_max_bytes is None else cache_max_bytes
+        self.cache = BlockCache(size)
+        self.writer = SegmentWriter(db, objects, writer_config or writer_settings())
+        self.writer.subscribe(self.cache.put_committed)
+        self.reader = SegmentReader(objects, self.cache)
+        self.listener = PublishListener(database_url)
+        self.publisher = PublishService(db, self.writer, usage)
+        self.group_refs = GroupRefCache()
+
+    async def start(self) -> None:
+        """Start the writer's flush loop and the LISTEN connection."""
+        await self.writer.start()
+        self.listener.start()
+
+    async def close(self) -> None:
+        """Flush and stop the writer, then stop listening."""
+        await self.writer.close()
+        await self.listener.stop()
+
+    def delivered(self, environment_id: str, messages: list[Message]) -> None:
+        """Count messages sent to a caller (egress) in its environment's usage."""
+        if messages and self.usage is not None:
+            self.usage.delivered(environment_id, len(messages), message_bytes(messages))
+
+    async def group_ref(self, environment_id: str, topic: str, group: str) -> GroupRef:
+        """The group, from the process's cache when it is there."""
+        ref = self.group_refs.cached(environment_id, topic, group)
+        if ref is None:
+            async with self.db.connection() as conn:
+                ref = await self.group_refs.get(conn, environment_id, topic, group)
+        return ref
+
+    async def fresh_ref(self, conn: Conn, environment_id: str, ref: GroupRef) -> GroupRef:
+        """After a cached ref found its member or leases gone: look again (404 if the group is)."""
+        self.group_refs.forget(environment_id, ref.topic, ref.name)
+        return await self.group_refs.get(conn, environment_id, ref.topic, ref.name)
+
+    async def pull(
+        self,
+        environment_id: str,
+        ref: GroupRef,
+        member_id: str,
+        limit: int,
+        previous: Pulled | None = None,
+    ) -> Pulled:
+        """One pull, metered; ``previous``, the member's last pull in this request, says what
+        it owned."""
+        owned = None if previous is None else len(previous.partitions)
+        async with self.db.connection() as conn:
+            try:
+                pulled = await delivery.pull(conn, self.reader, ref, member_id, limit, owned)
+            except (MemberNotFound, GroupTopicNotFound):
+                fresh = await self.fresh_ref(conn, environment_id, ref)
+                if fresh.id == ref.id:
+                    raise
+                pulled = await delivery.pull(conn, self.reader, fresh, member_id, limit)
+        self.delivered(environment_id, [item.message for item in pulled.deliveries])
+        return pulled
+
+    async def browse(
+        self, environment_id: str, topic: str, partition: int, offset: int | None, limit: int
+    ) -> tuple[TopicRef, ReadResult]:
+        """A page of one partition's messages, without a consumer group, metered."""
+        async with self.db.connection() as conn:
+            ref, result = await read_path.browse(
+                conn, self.reader, environment_id, topic, partition, offset, limit
+            )
+        self.delivered(environment_id, [m.message for m in result.messages])
+        return ref, result
