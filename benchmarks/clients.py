@@ -2,8 +2,8 @@
 
 S3: a segment PUT and a block's range GET through the hand-written asyncio client
 (``core.s3_http``), ``obstore`` (Rust, async) and boto3 (in a thread, as the cold paths use it).
-Redis: the rate limiter's script (EVALSHA) through the hand-written pipelined client
-(``core.resp``) and redis-py's asyncio client. For each: CPU microseconds of this process per
+Redis: the rate limiter's script (EVALSHA) through redis-py's asyncio client (hiredis's parser
+when it is installed). For each: CPU microseconds of this process per
 call (``time.process_time``) and wall-clock latency percentiles, with ``concurrency`` calls in
 flight; the clients take turns round by round so that noise on the machine hits them alike.
 
@@ -110,13 +110,9 @@ def redis_clients(url: str) -> dict[str, Call]:
     """The limiter-shaped script call per Redis client."""
     import redis.asyncio as aioredis
 
-    from core.resp import RedisPipe, Script
-
-    pipe_script = Script(RedisPipe(url), SCRIPT)
     client = aioredis.Redis.from_url(url)
     py_script = client.register_script(SCRIPT)
     return {
-        "resp (hand-written)": lambda n: pipe_script([f"bench:{n % 64}"], [1]),
         "redis-py asyncio": lambda n: py_script(keys=[f"bench:{n % 64}"], args=[1]),
     }
 

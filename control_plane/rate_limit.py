@@ -15,8 +15,6 @@ from litestar import Litestar
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.resources import resources_of
-from core import settings
-from core.resp import RedisPipe
 from tenants import rate_limits
 from tenants.models import AuthContext
 from tenants.rate_limits import Decision, RateLimiter
@@ -35,19 +33,15 @@ def category_of(scope: Scope) -> Category:
 
 @asynccontextmanager
 async def rate_limiting(app: Litestar) -> AsyncIterator[None]:
-    """Lifespan: the process's limiter, on its own pipelined Redis connection."""
+    """Lifespan: the process's limiter, on the process's Redis client."""
     resources = resources_of(app)
-    redis = RedisPipe(settings.redis().url)
 
     async def load(organisation_id: str) -> Limits:
         async with resources.db.connection() as conn:
             return await rate_limits.organisation_limits(conn, organisation_id)
 
-    app.state.rate_limiter = RateLimiter(redis, load)
-    try:
-        yield
-    finally:
-        await redis.close()
+    app.state.rate_limiter = RateLimiter(resources.redis, load)
+    yield
 
 
 def limiter_of(app: Litestar) -> RateLimiter:

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from core.errors import ClientError
 from core.redis_outage import RedisOutage
-from core.resp import RedisPipe, RespError, Script
 from observability.logging import get_logger
 from tenants import service
 from tenants.tiers import CATEGORIES, Category, Limits
@@ -242,11 +242,11 @@ class RateLimiter:
 
     def __init__(
         self,
-        redis: RedisPipe,
+        redis: Redis,
         load_limits: LimitsLoader,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._script = Script(redis, SLIDING_WINDOW_LUA)
+        self._script = redis.register_script(SLIDING_WINDOW_LUA)
         self._load_limits = load_limits
         self._clock = clock
         self._local = LocalWindow(clock=clock)
@@ -356,11 +356,11 @@ class RateLimiter:
         ]
         try:
             async with asyncio.timeout(REDIS_TIMEOUT_S):
-                reply = await self._script(keys, args)
-        except (RespError, OSError) as exc:  # OSError covers TimeoutError and lost connections
+                reply = await self._script(keys=keys, args=args)
+        except (RedisError, OSError) as exc:  # OSError covers TimeoutError and lost connections
             raise _RedisDown from exc
         if not isinstance(reply, list) or len(reply) != 4:
-            raise _RedisDown from RespError(f"unexpected reply from the limiter script: {reply!r}")
+            raise _RedisDown from RedisError(f"unexpected reply from the limiter script: {reply!r}")
         return reply
 
     async def _hit_local(self, organisation_id: str, key_id: str, category: Category) -> Decision:

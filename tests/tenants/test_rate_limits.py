@@ -21,7 +21,6 @@ from redis.asyncio import Redis
 from control_plane.auth import ApiKeyAuthenticationMiddleware, requires_scope
 from control_plane.rate_limit import rate_limit_middleware
 from core import settings
-from core.resp import RedisPipe
 from infra.embedded import EmbeddedRedis, free_port_block
 from tenants import rate_limits
 from tenants import service as tenants
@@ -57,7 +56,7 @@ def _limiter_hits(
         return await _org_limits(services.database_url, organisation_id)
 
     async def go() -> list[rate_limits.Decision]:
-        redis = RedisPipe(services.redis_url)
+        redis = Redis.from_url(services.redis_url)
         try:
             limiter = RateLimiter(redis, load)
             key_id = org.keys["development"].key.id
@@ -67,7 +66,7 @@ def _limiter_hits(
                 )
             )
         finally:
-            await redis.close()
+            await redis.aclose()
 
     return asyncio.run(go())
 
@@ -131,17 +130,15 @@ def test_rate_limit_keys_are_namespaced_and_expire(services: Services) -> None:
         client.close()
 
 
-class _CountingPipe(RedisPipe):
-    """The real pipelined connection, counting the script calls made through it."""
+class _CountingRedis(Redis):
+    """The real client, counting the script calls made through it."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
-        self.scripts = 0
+    scripts = 0
 
-    async def call(self, *args: bytes | str | int) -> Any:
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
         if args and args[0] in ("EVALSHA", "EVAL"):
             self.scripts += 1
-        return await super().call(*args)
+        return await super().execute_command(*args, **options)
 
 
 def _busy_key_rounds(
@@ -154,7 +151,7 @@ def _busy_key_rounds(
         return await _org_limits(services.database_url, organisation_id)
 
     async def go() -> tuple[list[rate_limits.Decision], int]:
-        pipes = [_CountingPipe(services.redis_url) for _ in range(limiters)]
+        pipes = [_CountingRedis.from_url(services.redis_url) for _ in range(limiters)]
         try:
             each = [RateLimiter(pipe, load) for pipe in pipes]
             key_id = org.keys["production"].key.id
@@ -169,7 +166,7 @@ def _busy_key_rounds(
             return decisions, sum(pipe.scripts for pipe in pipes)
         finally:
             for pipe in pipes:
-                await pipe.close()
+                await pipe.aclose()
 
     return asyncio.run(go())
 
