@@ -3,9 +3,11 @@ manifests' requests and limits.
 
 ``python -m infra.deploy.measure [benchmark options]`` runs ``python -m benchmarks.publish``
 (by default ``--quick --peers none``), starts ``queuecore worker`` and ``queuecore beat`` on the
-benchmark's own services once its API is up, and samples every role's process tree with psutil
-twice a second: peak RSS (MiB) and CPU (cores, mean and peak over 2 s windows). It prints one JSON
-object; the benchmark's own report goes to stderr.
+benchmark's own services once its API is up, and a Spark driver (``queuecore spark compaction
+--min-age-s 0``, ``local[2]``: driver and executors in one JVM, so an upper bound of a driver's
+share) over the segments the benchmark writes, ``SPARK_DELAY_S`` later. It samples every role's
+process tree with psutil twice a second: peak RSS (MiB) and CPU (cores, mean and peak over 2 s
+windows). It prints one JSON object; the benchmark's own report goes to stderr.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import psutil
 SAMPLE_S = 0.5
 WINDOW_SAMPLES = 4  # CPU peaks are taken over 2 s, not over one noisy half second
 MIB = 1 << 20
+SPARK_DELAY_S = 2.0
 
 
 @dataclass
@@ -115,10 +118,13 @@ def measure(bench_args: list[str]) -> dict[str, Any]:
     )
     roles: dict[str, RoleSamples] = {}
     children: list[subprocess.Popen[bytes]] = []
+    env: dict[str, str] = {}
+    started_s = 0.0
     try:
         while bench.poll() is None:
             if "api" not in roles and (serve := _find_serve(bench)) is not None:
-                env = {**os.environ, **_queuecore_env(serve)}
+                env = {**os.environ, **_queuecore_env(serve), "QUEUECORE_SPARK_MASTER": "local[2]"}
+                started_s = time.monotonic()
                 worker = _start_role(["worker", "--concurrency", "2"], env, log_dir)
                 schedule = os.path.join(log_dir, "beat-schedule")
                 beat = _start_role(["beat", "--schedule", schedule], env, log_dir)
@@ -128,6 +134,10 @@ def measure(bench_args: list[str]) -> dict[str, Any]:
                     worker=RoleSamples(worker.pid),
                     beat=RoleSamples(beat.pid),
                 )
+            if env and "sparkDriver" not in roles and time.monotonic() - started_s > SPARK_DELAY_S:
+                spark = _start_role(["spark", "compaction", "--min-age-s", "0"], env, log_dir)
+                children.append(spark)
+                roles["sparkDriver"] = RoleSamples(spark.pid)
             for samples in roles.values():
                 samples.sample()
             time.sleep(SAMPLE_S)
