@@ -43,6 +43,11 @@ class Cluster:
     executor_python: Path
 
 
+def applications(cluster: Cluster) -> list[Path]:
+    """The applications whose executors the cluster's worker has run."""
+    return sorted((cluster.conf_dir / "work").glob("app-*"))
+
+
 def _executor_python(directory: Path) -> Path:
     """This venv's Python without ``site`` (so without the editable install's path hook), with
     its site-packages appended to what Spark puts on ``PYTHONPATH``."""
@@ -139,17 +144,22 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def on_master(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> Callable[[str, Callable[[], Any]], Any]:
-    """Run ``submit`` (a beat task body) with ``QUEUECORE_SPARK_MASTER`` set to ``master``
-    (``"cluster"`` for the cluster's URL)."""
+    """Run ``submit`` (a beat task body) with ``QUEUECORE_SPARK_MASTER`` set to ``master``, or
+    to the cluster's URL and its Spark configuration for ``"cluster"``; a cluster run must have
+    had executors on the cluster's worker."""
 
     def _run(master: str, submit: Callable[[], Any]) -> Any:
         with monkeypatch.context() as patch:
-            patch.setenv(
-                "QUEUECORE_SPARK_MASTER", cluster.master_url if master == "cluster" else master
-            )
-            patch.setenv("SPARK_CONF_DIR", str(cluster.conf_dir))
             patch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
-            return submit()
+            if master != "cluster":
+                patch.setenv("QUEUECORE_SPARK_MASTER", master)
+                return submit()
+            patch.setenv("QUEUECORE_SPARK_MASTER", cluster.master_url)
+            patch.setenv("SPARK_CONF_DIR", str(cluster.conf_dir))
+            before = applications(cluster)
+            result = submit()
+            assert len(applications(cluster)) == len(before) + 1, "not run on the cluster"
+            return result
 
     return _run
 
