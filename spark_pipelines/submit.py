@@ -18,8 +18,12 @@ import tempfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spark_pipelines.session import SparkSettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # The packages a job's tasks may import (spark_pipelines → data_plane → infra, observability …).
 SHIPPED_PACKAGES = (
@@ -113,3 +117,11 @@ def job_command(module: str, args: list[str], config: SparkSettings) -> list[str
         module,
         *args,
     ]
+
+
+def ship_project(session: SparkSession) -> None:
+    """Put the project's zip on a cluster session's executors' path, unless spark-submit's
+    ``--py-files`` already did (``queuecore spark …`` run by hand against a cluster master)."""
+    submitted = session.sparkContext.getConf().get("spark.submit.pyFiles", "") or ""
+    if "queuecore-" not in submitted:
+        session.sparkContext.addPyFile(str(package_project(_bundle_dir())))

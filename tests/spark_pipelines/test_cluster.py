@@ -9,6 +9,7 @@ jobs work only because ``spark-submit --py-files`` ships the project.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -183,7 +184,7 @@ def test_the_executors_python_cannot_import_the_project_on_its_own(
 
 
 def test_lag_analytics_on_the_cluster_equals_a_local_run(
-    on_master: Callable[..., Any], services: Services
+    on_master: Callable[..., Any], services: Services, cluster: Cluster
 ) -> None:
     from spark_pipelines import tasks
 
@@ -194,6 +195,7 @@ def test_lag_analytics_on_the_cluster_equals_a_local_run(
         url, ids, [(p, _at(t0, m), c, hw) for p, rows in ((0, p0), (1, p1)) for m, c, hw in rows]
     )
     window = {"since": t0.isoformat(), "until": _at(t0, 4).isoformat()}
+    executor_python = str(cluster.executor_python)
 
     local = on_master("local[*]", lambda: tasks.run_lag_analytics(**window))
     local_series = _series(url, ids.group_id)
@@ -203,6 +205,12 @@ def test_lag_analytics_on_the_cluster_equals_a_local_run(
     assert local["points"] == remote["points"] == 4
     assert _series(url, ids.group_id) == local_series
     assert [row[1] for row in local_series] == [1800, 1260, 720, 360]
+
+    # By hand (`queuecore spark lag-analytics`): the session ships the project itself.
+    _delete_series(url, ids.group_id)
+    args = ["lag-analytics", "--since", window["since"], "--until", window["until"]]
+    by_hand = on_master("cluster", lambda: _queuecore_spark(args, executor_python))
+    assert by_hand["points"] == 4 and _series(url, ids.group_id) == local_series
 
 
 def test_compaction_on_the_cluster_equals_a_local_run(
@@ -225,6 +233,21 @@ def test_compaction_on_the_cluster_equals_a_local_run(
     assert [b[:3] for b in blocks_of(url, topics[1].id)] == [(0, 0, 12)]
     assert [b[:3] for b in blocks_of(url, topics[0].id)] == [(0, 0, 12)]
     assert read_all(url, topics[1].id, 0) == read_all(url, topics[0].id, 0) == before
+
+
+def _queuecore_spark(args: list[str], executor_python: str) -> Any:
+    """``queuecore spark …`` in a child process; its JSON report. A session built in-process
+    starts its executors' Python from ``PYSPARK_PYTHON`` (spark-submit sets it from the conf)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "infra.cli", "spark", *args],
+        env={**os.environ, "PYSPARK_PYTHON": executor_python},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _at(t0: Any, minutes: int) -> Any:
