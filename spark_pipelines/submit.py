@@ -7,6 +7,8 @@ passed with ``--py-files``, so no executor needs QueueCore installed, only a Pyt
 third-party dependencies (``spark.pyspark.python``). The driver runs where ``spark-submit`` runs
 (client mode), in this interpreter. Everything else Spark needs (executor memory, the executors'
 Python, …) comes from ``$SPARK_CONF_DIR/spark-defaults.conf``, as for any Spark application.
+A session built in-process against a cluster master (``queuecore spark …`` run by hand) adds
+the same zip itself (:func:`ship_project`).
 """
 
 from __future__ import annotations
