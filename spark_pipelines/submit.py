@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 import sys
 import tempfile
 import zipfile
@@ -27,7 +28,8 @@ from spark_pipelines.session import SparkSettings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# The packages a job's tasks may import (spark_pipelines → data_plane → infra, observability …).
+# What a job's tasks import (spark_pipelines → data_plane → infra, observability …), when the
+# installed distribution does not say which top-level packages it has.
 SHIPPED_PACKAGES = (
     "spark_pipelines",
     "data_plane",
@@ -50,9 +52,19 @@ def project_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+def shipped_packages() -> list[str]:
+    """The project's top-level packages, as its installed distribution lists them (so a package
+    added to pyproject.toml is shipped too)."""
+    try:
+        listed = importlib.metadata.distribution("queuecore").read_text("top_level.txt") or ""
+    except importlib.metadata.PackageNotFoundError:
+        listed = ""
+    return sorted(set(listed.split()) | set(SHIPPED_PACKAGES))
+
+
 def project_files(root: Path) -> Iterator[Path]:
     """The shipped source files under ``root``, in a stable order."""
-    for package in SHIPPED_PACKAGES:
+    for package in shipped_packages():
         for path in sorted((root / package).rglob("*")):
             if path.suffix in SHIPPED_SUFFIXES and "__pycache__" not in path.parts:
                 yield path

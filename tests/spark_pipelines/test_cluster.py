@@ -17,6 +17,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,6 +164,27 @@ def on_master(
             return result
 
     return _run
+
+
+def test_a_cluster_master_gets_spark_submit_with_the_project_zipped_a_local_one_python() -> None:
+    if importlib.util.find_spec("pyspark") is None:
+        unavailable("pyspark is not installed (pip install -e '.[spark]')")
+    from spark_pipelines.session import SparkSettings
+    from spark_pipelines.submit import job_command, package_project
+
+    args = ["--min-age-s", "0"]
+    local = job_command("spark_pipelines.compaction", args, SparkSettings("local[2]"))
+    remote = job_command("spark_pipelines.compaction", args, SparkSettings("spark://10.0.0.5:7077"))
+    shipped = Path(remote[remote.index("--py-files") + 1])
+    names = set(zipfile.ZipFile(shipped).namelist())
+
+    assert local == [sys.executable, "-m", "spark_pipelines.compaction", *args]
+    assert Path(remote[0]).name == "spark-submit"
+    assert remote[remote.index("--master") + 1] == "spark://10.0.0.5:7077"
+    assert remote[-3:] == ["spark_pipelines.compaction", *args]
+    assert {"data_plane/__init__.py", "spark_pipelines/compaction.py"} <= names
+    assert not [n for n in names if "__pycache__" in n or n.startswith("tests/")]
+    assert package_project(shipped.parent) == shipped  # an unchanged project is not zipped again
 
 
 def test_the_executors_python_cannot_import_the_project_on_its_own(
