@@ -286,11 +286,11 @@ def test_every_setting_in_the_configuration_is_one_queuecore_reads(
 
 @cache
 def setting_names() -> frozenset[str]:
-    """Every upper-case string literal of the server's packages: the settings' names without
-    their ``QUEUECORE_`` prefix are among them."""
+    """Every upper-case string literal of the server's packages (those the wheel is built from):
+    the settings' names without their ``QUEUECORE_`` prefix are among them."""
     names: set[str] = set()
-    for package in ("infra", "data_plane", "control_plane", "tenants", "billing", "observability",
-                    "spark_pipelines"):  # fmt: skip
+    included = pyproject()["tool"]["setuptools"]["packages"]["find"]["include"]
+    for package in {pattern.rstrip("*") for pattern in included}:
         for path in (ROOT / package).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str):
