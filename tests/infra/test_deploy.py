@@ -229,7 +229,7 @@ def test_the_pre_rollout_selection_holds_the_migration_job_and_everything_it_nee
         for d in docs
         if d["metadata"].get("labels", {}).get("queuecore.io/stage") == "pre-rollout"
     ]
-    job = named(selected, "Job", "queuecore-migrate-")
+    job = named(selected, "Job", "queuecore-migrate")
     container = job["spec"]["template"]["spec"]["containers"][0]
     names = {(d["kind"], d["metadata"]["name"]) for d in selected}
 
