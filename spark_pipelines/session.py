@@ -76,7 +76,7 @@ def build_session(app_name: str, config: SparkSettings | None = None) -> SparkSe
         # Local Python workers are started as ``$PYSPARK_PYTHON`` (default: ``python3`` on
         # PATH, which need not be this virtualenv and lack psycopg): use this interpreter.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return (
+    session = (
         SparkSession.builder.master(config.master)
         .appName(app_name)
         .config("spark.ui.enabled", "false")
@@ -85,3 +85,8 @@ def build_session(app_name: str, config: SparkSettings | None = None) -> SparkSe
         .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
         .getOrCreate()
     )
+    if not config.local:
+        from spark_pipelines.submit import ship_project
+
+        ship_project(session)
+    return session

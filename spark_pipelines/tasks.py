@@ -4,7 +4,8 @@ A job runs in a child process (``python -m spark_pipelines.lag_analytics``), not
 worker: a JVM kept in every pool process would hold hundreds of megabytes for a job that runs a
 few seconds every few minutes, and a driver that crashes must not take the worker with it. The
 child inherits the worker's ``QUEUECORE_*`` environment, so it uses the same services; with a
-cluster master (``QUEUECORE_SPARK_MASTER``) the same command drives the job on the cluster.
+cluster master (``QUEUECORE_SPARK_MASTER``) it is ``spark-submit`` with the project shipped to the
+executors (spark_pipelines.submit).
 Before starting one, the task checks (one indexed ``EXISTS``) that the window has snapshots (or
 the month has usage), so an idle installation starts no JVM. Jobs upsert, so a run repeated or
 overlapping is harmless.
@@ -17,7 +18,6 @@ import asyncio
 import importlib.util
 import json
 import subprocess
-import sys
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -30,6 +30,8 @@ from data_plane.groups import lag_queries
 from data_plane.maintenance import compaction_queries
 from observability.logging import get_logger
 from spark_pipelines.cli import current_month, default_window, month, timestamp
+from spark_pipelines.session import SparkSettings
+from spark_pipelines.submit import job_command
 
 # Below the beat interval (5 min), so a stuck run ends before the next one starts.
 JOB_TIMEOUT_S = 240.0
@@ -146,8 +148,9 @@ async def _has_compaction_candidates(small_object_bytes: int, min_age_s: int) ->
 
 
 def submit(module: str, args: list[str], timeout_s: float = JOB_TIMEOUT_S) -> dict[str, Any]:
-    """Run a job module in a child process; its report (the last line it prints, JSON)."""
-    command = [sys.executable, "-m", module, *args]
+    """Run a job module in a child process (``spark-submit`` on a cluster master); its report
+    (the last line it prints, JSON)."""
+    command = job_command(module, args, SparkSettings.from_env())
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=timeout_s, check=False
