@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from infra.db import connect
+from core.db import connect
 from infra.embedded import free_port_block
 from tests.data_plane.stored import commit_segment, object_store, seed_topic
 from tests.spark_pipelines.test_compaction import age, blocks_of, read_all, varied
