@@ -5,12 +5,12 @@ import (
 	"time"
 )
 
-// TopicConfig creates a topic; zero fields take the server's defaults (7d, exactly-once, 3).
+// TopicConfig creates a topic; unset fields take the server's defaults (7d, exactly-once, 3).
 type TopicConfig struct {
 	Name         string `json:"name"`
 	Retention    string `json:"retention,omitempty"`
 	Delivery     string `json:"delivery,omitempty"` // "exactly-once" or "at-least-once"
-	Partitions   int    `json:"partitions,omitempty"`
+	Partitions   *int   `json:"partitions,omitempty"` // queuecore.Int(6)
 	LatencyClass string `json:"latencyClass,omitempty"` // "express" or "standard"
 }
 

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -62,12 +63,25 @@ func newRequestID() string {
 	return b.String()
 }
 
+// jitter is this process's own source: the global one is not seeded before Go 1.20, and
+// clients that back off in step defeat the jitter.
+var jitter = struct {
+	sync.Mutex
+	*mrand.Rand
+}{Rand: mrand.New(mrand.NewSource(time.Now().UnixNano()))}
+
+func random(n int64) int64 {
+	jitter.Lock()
+	defer jitter.Unlock()
+	return jitter.Int63n(n)
+}
+
 func backoff(attempt int) time.Duration {
 	ceiling := backoffBase << uint(attempt)
 	if ceiling > backoffMax || ceiling <= 0 {
 		ceiling = backoffMax
 	}
-	return time.Duration(mrand.Int63n(int64(ceiling) + 1))
+	return time.Duration(random(int64(ceiling) + 1))
 }
 
 // do sends c with retries and decodes a JSON answer into out (when out is not nil).
@@ -231,8 +245,8 @@ func retryable(failure *Error, err error, idempotent bool) bool {
 
 func retryDelay(failure *Error, attempt int) time.Duration {
 	if failure.RetryAfter > 0 {
-		jitter := time.Duration(mrand.Float64() * retryAfterJitter * float64(failure.RetryAfter))
-		return failure.RetryAfter + jitter
+		spread := int64(retryAfterJitter*float64(failure.RetryAfter)) + 1
+		return failure.RetryAfter + time.Duration(random(spread))
 	}
 	return backoff(attempt)
 }
