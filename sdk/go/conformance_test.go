@@ -2,10 +2,10 @@ package queuecore_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"crypto/rand"
 	"math/big"
 	"os"
 	"reflect"

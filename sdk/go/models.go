@@ -9,8 +9,8 @@ import (
 type TopicConfig struct {
 	Name         string `json:"name"`
 	Retention    string `json:"retention,omitempty"`
-	Delivery     string `json:"delivery,omitempty"` // "exactly-once" or "at-least-once"
-	Partitions   *int   `json:"partitions,omitempty"` // queuecore.Int(6)
+	Delivery     string `json:"delivery,omitempty"`     // "exactly-once" or "at-least-once"
+	Partitions   *int   `json:"partitions,omitempty"`   // queuecore.Int(6)
 	LatencyClass string `json:"latencyClass,omitempty"` // "express" or "standard"
 }
 

@@ -24,32 +24,42 @@ func newSSEReader(r io.Reader, onLine func()) *sseReader {
 
 // next returns the next event, or io.EOF when the stream ended cleanly.
 func (r *sseReader) next() (sseEvent, error) {
-	kind, data := "message", []string(nil)
+	pending := sseEvent{kind: "message"}
+	var data []string
 	for {
 		line, err := r.lines.ReadString('\n')
+		if line != "" {
+			r.onLine()
+			if line = strings.TrimRight(line, "\r\n"); line == "" && len(data) > 0 {
+				pending.data = strings.Join(data, "\n")
+				return pending, nil
+			}
+			data = feed(&pending, line, data)
+		}
 		if err != nil {
 			if err == io.EOF && len(data) > 0 {
-				return sseEvent{kind, strings.Join(data, "\n")}, nil
+				pending.data = strings.Join(data, "\n")
+				return pending, nil
 			}
 			return sseEvent{}, err
 		}
-		r.onLine()
-		line = strings.TrimRight(line, "\r\n")
-		switch {
-		case line == "":
-			if len(data) > 0 {
-				return sseEvent{kind, strings.Join(data, "\n")}, nil
-			}
-			kind = "message"
-		case strings.HasPrefix(line, ":"):
-		default:
-			name, value, _ := strings.Cut(line, ":")
-			value = strings.TrimPrefix(value, " ")
-			if name == "event" {
-				kind = value
-			} else if name == "data" {
-				data = append(data, value)
-			}
+	}
+}
+
+// feed applies one non-terminating line to the event being read; it returns its data lines.
+func feed(pending *sseEvent, line string, data []string) []string {
+	switch {
+	case line == "":
+		pending.kind = "message" // an empty event: nothing to dispatch
+	case strings.HasPrefix(line, ":"):
+	default:
+		name, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		if name == "event" {
+			pending.kind = value
+		} else if name == "data" {
+			data = append(data, value)
 		}
 	}
+	return data
 }
