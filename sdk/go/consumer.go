@@ -278,7 +278,7 @@ func (cs *Consumer) recover(ctx context.Context, err error) error {
 	if cs.failures > 4 {
 		cs.failures = 4
 	}
-	cs.emit(Event{Kind: EventReconnecting, Err: err})
+	cs.emit(Event{Kind: EventReconnecting, MemberID: cs.memberID(), Err: err})
 	sleep(ctx, backoff(cs.failures))
 	return nil
 }
@@ -430,7 +430,7 @@ func (cs *Consumer) disconnected(err error) {
 	cs.report(err)
 	if cs.connected {
 		cs.connected = false
-		cs.emit(Event{Kind: EventDisconnected, Err: err})
+		cs.emit(Event{Kind: EventDisconnected, MemberID: cs.memberID(), Err: err})
 	}
 }
 
