@@ -105,6 +105,7 @@ type Consumer struct {
 	connected bool
 	failures  int
 	stopOnce  sync.Once
+	doneOnce  sync.Once
 	stop      chan struct{}
 	done      chan struct{}
 	err       error
@@ -167,7 +168,7 @@ func (cs *Consumer) Stop(ctx context.Context) error {
 	running := cs.running
 	cs.mu.Unlock()
 	if !running {
-		cs.leave()
+		cs.finish(nil) // never started: leave if joined, and let Wait return
 		return nil
 	}
 	select {
@@ -223,10 +224,12 @@ func (cs *Consumer) serve(ctx context.Context, handler Handler) error {
 }
 
 func (cs *Consumer) finish(err error) {
-	cs.err = err
-	cs.leave()
-	cs.stopOnce.Do(func() { close(cs.stop) })
-	close(cs.done)
+	cs.doneOnce.Do(func() {
+		cs.err = err
+		cs.leave()
+		cs.stopOnce.Do(func() { close(cs.stop) })
+		close(cs.done)
+	})
 }
 
 // loop receives until stopped; handlers run with the caller's ctx so Stop lets them finish.

@@ -117,6 +117,7 @@ def publish(http: httpx.Client, topic: str, start: int) -> None:
     assert answer.status_code == 201, answer.text
 
 
+@pytest.mark.e2e
 def test_go_consumer_survives_an_api_kill_and_restart(
     services: Services, restartable_api: RestartableAPI, consumer_binary: Path, tmp_path: Path
 ) -> None:
