@@ -24,7 +24,7 @@ type acker struct {
 
 func consumeAck(ctx context.Context, client *queuecore.Client, o options) (float64, error) {
 	consumer, err := client.Consume(ctx, o.topic, o.group, queuecore.ConsumeOptions{
-		StartFrom: "earliest", MaxInFlight: o.batch * 20,
+		StartFrom: "earliest", MaxInFlight: o.batch * 20, Pull: o.pull, BatchSize: o.batch, Wait: time.Second,
 	})
 	if err != nil {
 		return 0, err

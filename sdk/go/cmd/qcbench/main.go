@@ -5,7 +5,7 @@
 //	qcbench --mode consume-ack --topic T --messages N --batch 100 [--group G]
 //
 // publish-batch publishes N messages in batches; consume-ack consumes N messages from the
-// earliest offset over the event stream and acks them in batches of --batch.
+// earliest offset over the event stream (or --pull) and acks them in batches of --batch.
 package main
 
 import (
@@ -26,6 +26,7 @@ type options struct {
 	messages int
 	batch    int
 	timeout  time.Duration
+	pull     bool
 }
 
 func main() {
@@ -36,6 +37,7 @@ func main() {
 	flag.IntVar(&o.messages, "messages", 10000, "how many messages")
 	flag.IntVar(&o.batch, "batch", 100, "messages per publish batch or per ack request")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
+	flag.BoolVar(&o.pull, "pull", false, "consume-ack by long-poll pulls of --batch instead of the event stream")
 	flag.Parse()
 	if o.topic == "" || o.messages < 1 || o.batch < 1 || o.batch > queuecore.MaxBatch {
 		fail(fmt.Errorf("usage: qcbench --mode publish-batch|consume-ack --topic T --messages N --batch 1..%d", queuecore.MaxBatch))
