@@ -103,6 +103,7 @@ type Consumer struct {
 
 	pull      bool // set when the stream is not available
 	connected bool
+	recheck   bool // after a failure: heartbeat before receiving, to learn of a rejoin first
 	failures  int
 	stopOnce  sync.Once
 	doneOnce  sync.Once
@@ -251,6 +252,14 @@ func (cs *Consumer) loop(recvCtx, handlerCtx context.Context, handler Handler) e
 }
 
 func (cs *Consumer) receive(recvCtx, handlerCtx context.Context, handler Handler) error {
+	if cs.recheck {
+		// A reconnect first asks whether the member survived the outage: a member silent past
+		// its session is evicted by its heartbeat's rebalance and rejoins before receiving.
+		if err := cs.heartbeat(recvCtx, cs.memberID()); err != nil {
+			return err
+		}
+		cs.recheck = false
+	}
 	if cs.pull {
 		return cs.pullOnce(recvCtx, handlerCtx, handler)
 	}
@@ -277,6 +286,7 @@ func (cs *Consumer) recover(ctx context.Context, err error) error {
 		return err
 	}
 	cs.disconnected(err)
+	cs.recheck = true
 	cs.failures++
 	if cs.failures > 4 {
 		cs.failures = 4

@@ -34,6 +34,7 @@ func main() {
 	topic := flag.String("topic", "", "topic to consume")
 	group := flag.String("group", "", "consumer group")
 	pull := flag.Bool("pull", false, "long-poll instead of streaming")
+	session := flag.Duration("session-timeout", 0, "this member's session timeout (0: the group's)")
 	flag.Parse()
 	client, err := queuecore.New(queuecore.WithTimeout(5 * time.Second))
 	if err != nil {
@@ -43,9 +44,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	consumer, err := client.Consume(ctx, *topic, *group, queuecore.ConsumeOptions{
-		Pull:    *pull,
-		OnEvent: func(e queuecore.Event) { say(map[string]any{"event": string(e.Kind), "member": e.MemberID}) },
-		OnError: func(err error) { say(map[string]any{"event": "error", "error": err.Error()}) },
+		Pull:           *pull,
+		SessionTimeout: *session,
+		OnEvent:        func(e queuecore.Event) { say(map[string]any{"event": string(e.Kind), "member": e.MemberID}) },
+		OnError:        func(err error) { say(map[string]any{"event": "error", "error": err.Error()}) },
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
