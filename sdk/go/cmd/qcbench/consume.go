@@ -30,8 +30,12 @@ func consumeAck(ctx context.Context, client *queuecore.Client, o options) (float
 		return 0, err
 	}
 	a := &acker{consumer: consumer, target: o.messages, batch: o.batch, done: make(chan struct{})}
+	handle := a.handle
+	if o.ackEach {
+		handle = a.ackOne
+	}
 	started := time.Now()
-	if err := consumer.Start(ctx, a.handle); err != nil {
+	if err := consumer.Start(ctx, handle); err != nil {
 		return 0, err
 	}
 	go a.flushEvery(ctx, 5*time.Millisecond)
@@ -54,6 +58,21 @@ func (a *acker) handle(ctx context.Context, msg *queuecore.Message) error {
 	a.mu.Unlock()
 	if full {
 		a.flush(ctx)
+	}
+	return nil
+}
+
+// ackOne is the README's way: each message acked on its own.
+func (a *acker) ackOne(ctx context.Context, msg *queuecore.Message) error {
+	err := msg.Ack(ctx)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil && a.err == nil {
+		a.err = err
+	}
+	if a.acked++; (a.acked >= a.target || a.err != nil) && !a.finished {
+		a.finished = true
+		close(a.done)
 	}
 	return nil
 }

@@ -5,7 +5,8 @@
 //	qcbench --mode consume-ack --topic T --messages N --batch 100 [--group G]
 //
 // publish-batch publishes N messages in batches; consume-ack consumes N messages from the
-// earliest offset over the event stream (or --pull) and acks them in batches of --batch.
+// earliest offset over the event stream (or --pull) and acks them in batches of --batch
+// (or each with msg.Ack, --ack-each).
 package main
 
 import (
@@ -27,6 +28,7 @@ type options struct {
 	batch    int
 	timeout  time.Duration
 	pull     bool
+	ackEach  bool
 }
 
 func main() {
@@ -37,6 +39,7 @@ func main() {
 	flag.IntVar(&o.messages, "messages", 10000, "how many messages")
 	flag.IntVar(&o.batch, "batch", 100, "messages per publish batch or per ack request")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
+	flag.BoolVar(&o.ackEach, "ack-each", false, "consume-ack with one ack request per message (msg.Ack)")
 	flag.BoolVar(&o.pull, "pull", false, "consume-ack by long-poll pulls of --batch instead of the event stream")
 	flag.Parse()
 	if o.topic == "" || o.messages < 1 || o.batch < 1 || o.batch > queuecore.MaxBatch {
