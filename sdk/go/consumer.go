@@ -163,6 +163,8 @@ func (cs *Consumer) Wait() error {
 
 // Stop lets the message in hand finish, leaves the group and waits (up to ctx) for the end.
 // Leaving hands this member's partitions and unsettled messages to the others at once.
+// A handler that wants to stop its consumer calls Stop on a new goroutine (or cancels the
+// context): Stop waits for the handler to return.
 func (cs *Consumer) Stop(ctx context.Context) error {
 	cs.stopOnce.Do(func() { close(cs.stop) })
 	cs.mu.Lock()
