@@ -23,8 +23,11 @@ type acker struct {
 }
 
 func consumeAck(ctx context.Context, client *queuecore.Client, o options) (float64, error) {
+	if o.inFlight == 0 {
+		o.inFlight = 20 * o.batch
+	}
 	consumer, err := client.Consume(ctx, o.topic, o.group, queuecore.ConsumeOptions{
-		StartFrom: "earliest", MaxInFlight: o.batch * 20, Pull: o.pull, BatchSize: o.batch, Wait: time.Second,
+		StartFrom: "earliest", MaxInFlight: o.inFlight, Pull: o.pull, BatchSize: o.batch, Wait: time.Second,
 	})
 	if err != nil {
 		return 0, err

@@ -29,6 +29,7 @@ type options struct {
 	timeout  time.Duration
 	pull     bool
 	ackEach  bool
+	inFlight int
 }
 
 func main() {
@@ -39,6 +40,7 @@ func main() {
 	flag.IntVar(&o.messages, "messages", 10000, "how many messages")
 	flag.IntVar(&o.batch, "batch", 100, "messages per publish batch or per ack request")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
+	flag.IntVar(&o.inFlight, "max-in-flight", 0, "the group's maxInFlight for consume-ack (default 20 × --batch)")
 	flag.BoolVar(&o.ackEach, "ack-each", false, "consume-ack with one ack request per message (msg.Ack)")
 	flag.BoolVar(&o.pull, "pull", false, "consume-ack by long-poll pulls of --batch instead of the event stream")
 	flag.Parse()
