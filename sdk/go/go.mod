@@ -1,0 +1,3 @@
+module github.com/queuecore/queuecore-go
+
+go 1.19
