@@ -190,8 +190,11 @@ class PublishController(Controller):
         description=(
             "Answered once the message is in a segment object on S3 and its offset is committed. "
             "A `key` always maps to the same partition (Kafka's murmur2 partitioner); keyless "
-            "messages spread round-robin. On exactly-once topics a retried `idempotencyKey` "
-            "returns the original `messageId`, `offset` and `partition` and stores nothing new. "
+            "messages spread round-robin. A retried `idempotencyKey` (on topics of either "
+            "delivery) returns the original `messageId`, `offset` and `partition` and stores "
+            "nothing new. 503 `PUBLISH_OUTCOME_UNKNOWN`: the message may have been stored; "
+            "resolve it with `GET .../messages/by-idempotency-key/{key}` or retry with the same "
+            "`idempotencyKey`. "
             "`messageId` is derived from (topic, partition, offset)."
         ),
     )

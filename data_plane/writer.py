@@ -13,6 +13,13 @@ the object and block index rows and NOTIFYs ``qc_publish``. Only after the commi
 publishes answered. A failed PUT or commit fails every publish of the flush with 503 and
 commits nothing (the object, if written, is an orphan for the GC task).
 
+A commit whose answer was lost (the connection dropped after the statement was sent) may have
+landed. The writer then asks PostgreSQL itself, within ``QUEUECORE_WRITER_RESOLVE_MS``: it ends the
+backend still running that commit, if any, and looks the flush's blocks up by object key. Found:
+the publishes are answered with their offsets; certainly absent: 503 ``SERVICE_UNAVAILABLE``
+(nothing was written); the database out of reach: 503 ``PUBLISH_OUTCOME_UNKNOWN``, which a client
+resolves by idempotency key (docs/faults.md).
+
 While a flush uploads its object the next one waits for that PUT to end, then uploads while the
 first commits (see :meth:`SegmentWriter._due_in`); a PUT that runs longer than
 :data:`OVERLAP_AFTER_S`, or waiting publishes of :data:`OVERLAP_MIN_BYTES` or more (enough to be
@@ -45,7 +52,7 @@ import psycopg
 import psycopg_pool
 
 from data_plane import queries as q
-from data_plane.errors import PublishUnavailable, TopicNotFound
+from data_plane.errors import PublishOutcomeUnknown, PublishUnavailable, TopicNotFound
 from data_plane.segment import BlockRef, Message, SegmentBuilder
 from infra.db import AsyncPool, autocommit
 from infra.object_store import ObjectStore
@@ -61,6 +68,8 @@ OVERLAP_AFTER_S = 0.025  # a PUT starts beside one in progress only once that on
 MAX_FLUSH_ATTEMPTS = 3
 INLINE_ENCODE_BYTES = 64 * 1024  # smaller flushes encode on the event loop, larger in a thread
 MESSAGE_OVERHEAD_BYTES = 20  # per-message columns in a block (timestamp, lengths)
+RESOLVE_RETRY_S = 0.2  # between attempts to learn a lost commit's outcome
+_OUTCOME_UNKNOWN_CLASSES = frozenset({"08", "57", "58", "XX"})  # SQLSTATE classes
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +79,7 @@ class WriterSettings:
     linger_ms: int
     standard_linger_ms: int
     max_segment_bytes: int
+    resolve_ms: int = 3_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WriterSettings:
@@ -87,6 +97,7 @@ class WriterSettings:
             max_segment_bytes=_int(
                 "WRITER_MAX_SEGMENT_BYTES", 8 * 1024 * 1024, 64 * 1024, 1024 * 1024 * 1024, env
             ),
+            resolve_ms=_int("WRITER_RESOLVE_MS", 3_000, 0, 60_000, env),
         )
 
     def linger_s(self, latency_class: str) -> float:
@@ -102,7 +113,7 @@ def writer_settings() -> WriterSettings:
 
 
 class Entry(NamedTuple):
-    """One message to write to one partition; the key is set on exactly-once topics only."""
+    """One message to write to one partition, with its idempotency key if it has one."""
 
     partition: int
     message: Message
@@ -159,6 +170,14 @@ class _Publish:
 
     def unresolved(self) -> Iterable[tuple[int, Entry]]:
         return ((i, e) for i, e in enumerate(self.entries) if self.results[i] is None)
+
+
+class _LostReply(Exception):
+    """The commit statement was sent but its answer never came: it may have landed."""
+
+    def __init__(self, backend_pid: int | None) -> None:
+        super().__init__("the commit's reply was lost")
+        self.backend_pid = backend_pid
 
 
 class _Rollback(Exception):
@@ -396,10 +415,18 @@ class SegmentWriter:
         finally:
             self._upload_done()
         try:
-            bases = await self._commit(key, len(data), refs, layout)
+            try:
+                bases = await self._commit(key, len(data), refs, layout)
+            except _LostReply as lost:
+                log.warning("segment_commit_reply_lost", object_key=key)
+                bases = await self._resolve(key, lost)
         except _Rollback:
             _observe_flush(started, len(data), refs, "conflict")
             raise
+        except PublishOutcomeUnknown as unknown:
+            _fail(publishes, unknown)
+            _observe_flush(started, len(data), refs, "outcome_unknown")
+            return
         except (psycopg.Error, psycopg_pool.PoolTimeout, OSError) as exc:
             log.warning("segment_commit_failed", error=type(exc).__name__, detail=str(exc)[:200])
             _fail(publishes, PublishUnavailable("the offset commit failed"))
@@ -421,13 +448,60 @@ class SegmentWriter:
         # only while the server runs it (see infra/migrations/0007_commit_flush.sql).
         params = _commit_params(key, size, refs, layout)
         async with self.pool.connection() as conn, autocommit(conn):
+            backend_pid = conn.info.backend_pid
             try:
                 with metrics.db_statement("commit_flush"):
                     rows = await (await conn.execute(q.COMMIT_FLUSH, params)).fetchall()
             except psycopg.Error as exc:
-                raise _conflict_of(exc) or exc from None
+                conflict = _conflict_of(exc)
+                if conflict is not None:
+                    raise conflict from None
+                if _rolled_back(exc, conn):
+                    raise
+                raise _LostReply(backend_pid) from exc
         bases = [row["base_offset"] for row in rows]
         return {(r.topic_id, r.partition): base for r, base in zip(refs, bases, strict=True)}
+
+    async def _resolve(self, key: str, lost: _LostReply) -> dict[tuple[str, int], int]:
+        """The bases of a commit whose reply was lost, if it landed (see the module's doc).
+
+        Raises :class:`PublishUnavailable` when it certainly did not land, and
+        :class:`PublishOutcomeUnknown` when PostgreSQL could not tell within the resolve time.
+        """
+        deadline = time.monotonic() + self.settings.resolve_ms / 1000
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                async with asyncio.timeout(remaining):
+                    found = await self._landed(key, lost.backend_pid, remaining)
+            except (psycopg.Error, psycopg_pool.PoolTimeout, OSError, TimeoutError) as exc:
+                log.info("commit_outcome_pending", object_key=key, error=type(exc).__name__)
+                await asyncio.sleep(min(RESOLVE_RETRY_S, max(0.0, deadline - time.monotonic())))
+                continue
+            if found is None:
+                await asyncio.sleep(min(RESOLVE_RETRY_S, max(0.0, deadline - time.monotonic())))
+                continue
+            if found:
+                log.info("commit_outcome_resolved", object_key=key, landed=True)
+                return found
+            log.info("commit_outcome_resolved", object_key=key, landed=False)
+            raise PublishUnavailable("the offset commit failed")
+        raise PublishOutcomeUnknown("the commit's reply was lost and PostgreSQL could not tell")
+
+    async def _landed(
+        self, key: str, backend_pid: int | None, timeout_s: float
+    ) -> dict[tuple[str, int], int] | None:
+        """The flush's bases when committed, ``{}`` when certainly not, ``None`` if still running."""
+        async with self.pool.connection(timeout=timeout_s) as conn, autocommit(conn):
+            if backend_pid is not None:
+                ended = await (
+                    await conn.execute(q.END_LOST_COMMIT, {"pid": backend_pid})
+                ).fetchone()
+                if ended is not None and not ended["ended"]:
+                    return None
+            rows = await (
+                await conn.execute(q.SELECT_BLOCKS_OF_OBJECT, {"object_key": key})
+            ).fetchall()
+        return {(row["topic_id"], row["partition"]): row["base_offset"] for row in rows}
 
     async def _settle_conflict(self, publishes: list[_Publish], conflict: _Rollback) -> None:
         for publish in publishes:
@@ -505,6 +579,19 @@ def _commit_params(key: str, size: int, refs: list[BlockRef], layout: _Layout) -
         "blocks": msgspec.json.encode(rows).decode(),
         "keys": msgspec.json.encode(keys).decode(),
     }
+
+
+def _rolled_back(exc: psycopg.Error, conn: psycopg.AsyncConnection[Any]) -> bool:
+    """Whether PostgreSQL itself answered ``exc`` for the statement, so it certainly rolled back.
+
+    No SQLSTATE, a broken or closed connection, or a connection/shutdown/system class error
+    (the server may have died after committing) leave the outcome unknown; a statement timeout
+    (57014) is answered before any commit.
+    """
+    state = exc.sqlstate
+    if state is None or conn.broken or conn.closed:
+        return False
+    return state == "57014" or state[:2] not in _OUTCOME_UNKNOWN_CLASSES
 
 
 def _conflict_of(exc: psycopg.Error) -> _Rollback | None:
