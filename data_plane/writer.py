@@ -28,7 +28,9 @@ flight, so a slow PUT does not stall the process and big batches do not queue be
 other. Within a partition the order of messages is the commit order.
 
 Two conflicts are found only inside the transaction; both roll it back and re-run the flush
-without the publishes concerned, with a new object (rare, so the extra PUT does not matter):
+without the publishes concerned, PUT again under the same object key (the rolled-back commit
+never referenced it, so the object is replaced, not orphaned). Re-runs go on while each resolves
+something, and fail the flush after :data:`MAX_FLUSH_ATTEMPTS` that resolve nothing:
 an ``idempotencyKey`` committed meanwhile by another replica (that message is answered with
 the winner's offset) and a topic deleted meanwhile (its publishes get ``TOPIC_NOT_FOUND``).
 """
@@ -384,23 +386,27 @@ class SegmentWriter:
             _fail(publishes, exc)
 
     async def _flush_attempts(self, publishes: list[_Publish]) -> None:
-        for _ in range(MAX_FLUSH_ATTEMPTS):
+        key = segment_key()  # one key for every attempt: a re-run replaces the object
+        fruitless = 0
+        while fruitless < MAX_FLUSH_ATTEMPTS:
             live = [p for p in publishes if not p.future.done()]
+            waiting = _waiting(live)
             if not live:
                 return
-            if not any(True for p in live for _ in p.unresolved()):
+            if not waiting:
                 _succeed(live)
                 return
             try:
-                await self._flush_once(live)
+                await self._flush_once(live, key)
                 return
             except _Rollback as conflict:
                 await self._settle_conflict(live, conflict)
+            still = _waiting([p for p in live if not p.future.done()])
+            fruitless = fruitless + 1 if still >= waiting else 0
         _fail(publishes, PublishUnavailable("publishes kept conflicting; retry"))
 
-    async def _flush_once(self, publishes: list[_Publish]) -> None:
+    async def _flush_once(self, publishes: list[_Publish], key: str) -> None:
         started = time.perf_counter()
-        key = segment_key()
         if sum(p.size_bytes for p in publishes) < INLINE_ENCODE_BYTES:
             layout, data, refs = _encode(publishes)
         else:  # zstd releases the GIL: big flushes compress beside the event loop
@@ -623,6 +629,11 @@ def _assign(
 
 
 # --- futures ----------------------------------------------------------------------------------
+
+
+def _waiting(publishes: list[_Publish]) -> int:
+    """How many entries of ``publishes`` still need an offset."""
+    return sum(1 for publish in publishes for _ in publish.unresolved())
 
 
 def _succeed(publishes: list[_Publish]) -> None:

@@ -143,3 +143,65 @@ def test_a_retry_with_the_same_key_returns_the_original_offset_and_the_key_resol
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "IDEMPOTENCY_KEY_NOT_FOUND"
     assert missing.json()["error"]["requestId"]
+
+
+class RecordingPuts:
+    """The real object store, remembering every key PUT (to find orphans)."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.keys: set[str] = set()
+
+    async def put_async(self, key: str, data: bytes) -> None:
+        self.keys.add(key)
+        await self.real.put_async(key, data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_replicas_racing_on_idempotency_keys_all_get_the_winners_offset_and_leave_no_orphan(
+    services: Services,
+) -> None:
+    topic = new_topic(services.database_url, partitions=2)
+    keys = [f"race-{i}" for i in range(12)]
+
+    async def race() -> tuple[list[Any], set[str]]:
+        pools = [async_pool(settings.database(), f"test-race-{i}") for i in range(2)]
+        stores = [
+            RecordingPuts(S3ObjectStore.from_settings(settings.object_store())) for _ in pools
+        ]
+        writers = []
+        for pool, store in zip(pools, stores, strict=True):
+            await pool.open(wait=True)
+            writers.append(SegmentWriter(pool, cast(Any, store), RESOLVING))
+        for writer in writers:
+            await writer.start()
+        try:
+            writes = [
+                writer.write(topic, entries(1, i % 2, f"{key}-{n}", key=key) + entries(1, 0, "x"))
+                for i, key in enumerate(keys)
+                for n, writer in enumerate(writers)
+            ]
+            results = await asyncio.gather(*writes, return_exceptions=True)
+        finally:
+            for writer in writers:
+                await writer.close()
+            for pool in pools:
+                await pool.close()
+        return results, stores[0].keys | stores[1].keys
+
+    results, put_keys = asyncio.run(race())
+    failures = [r for r in results if isinstance(r, BaseException)]
+    assert not failures, failures  # never "publishes kept conflicting"
+    for first, second in zip(results[0::2], results[1::2], strict=True):
+        assert first[0] == second[0]  # both replicas answer the winner's placement
+    with connect(services.database_url) as conn:
+        committed = {
+            row["object_key"]
+            for row in conn.execute(
+                "SELECT object_key FROM segment_objects WHERE object_key = ANY(%s)",
+                (sorted(put_keys),),
+            ).fetchall()
+        }
+    assert put_keys == committed  # a conflict replaces its object: no orphan per contended key
