@@ -219,9 +219,9 @@ def entry_size(entry: Entry) -> int:
 
 
 def segment_key(now: datetime | None = None) -> str:
-    """A new object key: ``segments/yyyy/mm/dd/<uuid>.seg``."""
-    day = (now or datetime.now(UTC)).strftime("%Y/%m/%d")
-    return f"segments/{day}/{uuid.uuid4().hex}.seg"
+    """A new object key: ``segments/yyyy/mm/dd/hh/<uuid>.seg`` (UTC; the orphan GC lists by hour)."""
+    hour = (now or datetime.now(UTC)).strftime("%Y/%m/%d/%H")
+    return f"segments/{hour}/{uuid.uuid4().hex}.seg"
 
 
 def _encode(publishes: list[_Publish]) -> tuple[_Layout, bytes, list[BlockRef]]:

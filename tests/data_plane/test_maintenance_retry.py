@@ -6,13 +6,17 @@ The orphan GC task runs (eagerly, in this process) against the real SeaweedFS wr
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
+from typing import Any
 
 import pytest
 
 from data_plane import tasks
+from data_plane.cleanup import list_objects
 from data_plane.faults import FaultyObjectStore
+from data_plane.writer import segment_key
 from tests.data_plane.stored import exists, object_store
 from tests.support.services import Services
 
@@ -48,3 +52,40 @@ def test_a_maintenance_run_gives_up_after_its_retries_and_says_why(
     assert result.failed()
     assert "injected list_keys failure" in str(result.result)
     assert faulty.failures["list_keys"] == 1 + tasks.RETRIED_ON_OUTAGE["max_retries"]
+
+
+class RecordingLists:
+    """The real object store, remembering the prefix of every listing."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.prefixes: list[str] = []
+
+    def list_objects(self, prefix: str = "") -> list[Any]:
+        self.prefixes.append(prefix)
+        return list_objects(self.real, prefix)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_orphan_collection_lists_only_the_hours_since_its_last_run(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recording = RecordingLists(object_store())
+    monkeypatch.setattr(tasks, "_object_store", lambda: recording)
+    tasks.collect_orphans(grace_s=2)  # the first run of a day may list everything
+    orphan = segment_key()
+    recording.real.put(orphan, b"written, never committed")
+    time.sleep(2.5)
+    recording.prefixes.clear()
+
+    report = tasks.collect_orphans(grace_s=2)
+
+    assert report["objectsDeleted"] >= 1
+    assert not exists(recording.real, orphan)
+    assert recording.prefixes, "nothing listed"
+    assert all(re.fullmatch(r"segments/\d{4}/\d\d/\d\d/\d\d/", p) for p in recording.prefixes), (
+        recording.prefixes
+    )
+    assert len(recording.prefixes) <= 2  # this hour (and the previous one just after it turns)

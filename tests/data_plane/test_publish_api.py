@@ -137,7 +137,7 @@ def test_publish_returns_offset_partition_timestamp_and_stores_the_message(
     assert json.loads(stored.message.value) == body["data"]
     assert stored.message.key == b"ord_1"
     assert stored.message.headers == {"a": "b"}
-    assert re.fullmatch(r"segments/\d{4}/\d\d/\d\d/[0-9a-f]{32}\.seg", stored.object_key)
+    assert re.fullmatch(r"segments/\d{4}/\d\d/\d\d/\d\d/[0-9a-f]{32}\.seg", stored.object_key)
 
 
 def test_any_json_value_is_a_message(client: TestClient, services: Services, topic: Topic) -> None:
