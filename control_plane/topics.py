@@ -17,6 +17,7 @@ from litestar.background_tasks import BackgroundTask
 from litestar.params import Body, FromPath
 
 from control_plane.auth import auth_context
+from control_plane.disconnect import unless_disconnected
 from control_plane.resources import resources_of
 from data_plane import groups
 from data_plane import topics as topic_service
@@ -207,8 +208,9 @@ class PublishController(Controller):
         """413 ``PAYLOAD_TOO_LARGE`` above the tier's message size; 503 when storage fails."""
         started = time.perf_counter()
         ctx = auth_context(request)
-        [stored] = await publisher(request.app).publish(
-            ctx.organisation_id, ctx.environment_id, topic, [data]
+        [stored] = await unless_disconnected(
+            request,
+            publisher(request.app).publish(ctx.organisation_id, ctx.environment_id, topic, [data]),
         )
         return PublishResult(
             message_id=stored.message_id,
@@ -236,8 +238,11 @@ class PublishController(Controller):
         """All messages get offsets in one commit, or none do."""
         started = time.perf_counter()
         ctx = auth_context(request)
-        stored = await publisher(request.app).publish(
-            ctx.organisation_id, ctx.environment_id, topic, data.messages, batch=True
+        stored = await unless_disconnected(
+            request,
+            publisher(request.app).publish(
+                ctx.organisation_id, ctx.environment_id, topic, data.messages, batch=True
+            ),
         )
         return BatchPublishResult(
             count=len(stored),

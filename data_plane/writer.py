@@ -287,10 +287,12 @@ class SegmentWriter:
         if self._closing:
             raise PublishUnavailable("this server is shutting down")
         future: asyncio.Future[list[Placement]] = asyncio.get_running_loop().create_future()
-        # A client that disconnects cancels its request, never the flush it is part of.
+        # A client that disconnects cancels its request, never a flush already started; a
+        # publish still waiting for its flush is abandoned (:meth:`_abandon`).
         future.add_done_callback(_consume_exception)
         size = sum(map(entry_size, entries)) if size_bytes is None else size_bytes
-        self._pending.append(_Publish(topic, entries, future, size))
+        publish = _Publish(topic, entries, future, size)
+        self._pending.append(publish)
         self._pending_bytes += size
         deadline = self._due_at(topic.latency_class)
         if self._deadline is None or deadline < self._deadline:
@@ -299,7 +301,21 @@ class SegmentWriter:
         # May be due now (see _due_in); also covers max_segment_bytes, which is never smaller.
         if self._pending_bytes >= OVERLAP_MIN_BYTES:
             self._wakeup.set()
-        return await asyncio.shield(future)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            self._abandon(publish)
+            raise
+
+    def _abandon(self, publish: _Publish) -> None:
+        """Drop a publish whose caller has gone, if no flush took it yet (nothing is written)."""
+        if any(waiting is publish for waiting in self._pending):
+            self._pending = [waiting for waiting in self._pending if waiting is not publish]
+            self._pending_bytes -= publish.size_bytes
+            if not self._pending:
+                self._deadline = None  # the next publish sets its own (see write)
+            publish.future.cancel()
+            log.info("publish_abandoned", topic_id=publish.topic.id, messages=len(publish.entries))
 
     def _due_at(self, latency_class: str) -> float:
         """When a publish of ``latency_class`` arriving now should be flushed at the latest.
