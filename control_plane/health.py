@@ -1,4 +1,10 @@
-"""Liveness and readiness probes."""
+"""Liveness and readiness probes.
+
+Ready means able to serve: ``/readyz`` is 503 only when this replica cannot do its core work
+(PostgreSQL unreachable) or is draining (:func:`start_draining`, on SIGTERM). Redis (rate limits
+fail open) or S3 (reads from cache, consumption) down is a degraded 200 that names them, so a load
+balancer does not take every replica out for a cache outage (docs/faults.md).
+"""
 
 from __future__ import annotations
 
@@ -7,17 +13,28 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio.to_thread
-from litestar import Controller, Request, Response, get
+from litestar import Controller, Litestar, Request, Response, get
 from litestar.di import NamedDependency
 
 from control_plane.errors import error_response
 from control_plane.resources import Resources
 
 CHECK_TIMEOUT_S = 3.0
+REQUIRED = frozenset({"postgres"})  # without these the replica cannot serve: not ready
+
+
+def start_draining(app: Litestar) -> None:
+    """Mark the replica as draining: ``/readyz`` answers 503 from now on (set on SIGTERM)."""
+    app.state.draining = True
+
+
+def is_draining(app: Litestar) -> bool:
+    """Whether :func:`start_draining` was called."""
+    return bool(app.state.get("draining", False))
 
 
 class HealthController(Controller):
-    """``/healthz`` (process alive) and ``/readyz`` (PostgreSQL, S3 and Redis reachable)."""
+    """``/healthz`` (process alive) and ``/readyz`` (able to serve; degraded dependencies named)."""
 
     include_in_schema = True
     tags = ["health"]
@@ -27,18 +44,35 @@ class HealthController(Controller):
         """Always ``ok`` while the process can answer."""
         return {"status": "ok"}
 
-    @get("/readyz", summary="Readiness: PostgreSQL, S3 and Redis are reachable")
+    @get(
+        "/readyz",
+        summary="Readiness: able to serve (PostgreSQL reachable, not draining)",
+        description=(
+            "200 `ready`, or 200 `degraded` naming in `degraded` the dependencies (Redis, S3) "
+            "that do not answer while the replica still serves; 503 `SERVICE_UNAVAILABLE` when "
+            "PostgreSQL does not answer or the replica is draining."
+        ),
+    )
     async def readyz(
         self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
     ) -> Response[dict[str, Any]]:
-        """200 when every dependency answers, else 503 naming what does not."""
+        """200 while this replica can serve (``degraded`` names what is down), else 503."""
         checks = await run_checks(resources)
         failing = sorted(name for name, result in checks.items() if result != "ok")
-        if not failing:
-            return Response({"status": "ready", "checks": checks})
-        detail = "; ".join(f"{name}: {checks[name]}" for name in failing)
+        fatal = [name for name in failing if name in REQUIRED]
+        if is_draining(request.app):
+            fatal.insert(0, "draining")
+            checks = {**checks, "draining": "shutting down"}
+        if not fatal:
+            status = "degraded" if failing else "ready"
+            return Response({"status": status, "checks": checks, "degraded": failing})
+        detail = "; ".join(f"{name}: {checks[name]}" for name in fatal)
         return error_response(
-            request, 503, "SERVICE_UNAVAILABLE", f"not ready: {detail}", extra={"checks": checks}
+            request,
+            503,
+            "SERVICE_UNAVAILABLE",
+            f"not ready: {detail}",
+            extra={"checks": checks, "degraded": failing},
         )
 
 

@@ -16,6 +16,7 @@ from litestar.di import NamedDependency
 from litestar.params import Body, FromPath
 
 from control_plane.auth import auth_context
+from control_plane.disconnect import unless_disconnected
 from core.worker import send_task
 from data_plane.groups import service as groups
 from data_plane.runtime import DataPlane
@@ -176,8 +177,11 @@ class PublishController(Controller):
         description=(
             "Answered once the message is in a segment object on S3 and its offset is committed. "
             "A `key` always maps to the same partition (Kafka's murmur2 partitioner); keyless "
-            "messages spread round-robin. On exactly-once topics a retried `idempotencyKey` "
-            "returns the original `messageId`, `offset` and `partition` and stores nothing new. "
+            "messages spread round-robin. A retried `idempotencyKey` (on topics of either "
+            "delivery) returns the original `messageId`, `offset` and `partition` and stores "
+            "nothing new. 503 `PUBLISH_OUTCOME_UNKNOWN`: the message may have been stored; "
+            "resolve it with `GET .../messages/by-idempotency-key/{key}` or retry with the same "
+            "`idempotencyKey`. "
             "`messageId` is derived from (topic, partition, offset)."
         ),
     )
@@ -191,8 +195,9 @@ class PublishController(Controller):
         """413 ``PAYLOAD_TOO_LARGE`` above the tier's message size; 503 when storage fails."""
         started = time.perf_counter()
         ctx = auth_context(request)
-        [stored] = await data_plane.publisher.publish(
-            ctx.organisation_id, ctx.environment_id, topic, [data]
+        [stored] = await unless_disconnected(
+            request,
+            data_plane.publisher.publish(ctx.organisation_id, ctx.environment_id, topic, [data]),
         )
         return PublishResult(
             message_id=stored.message_id,
@@ -221,8 +226,11 @@ class PublishController(Controller):
         """All messages get offsets in one commit, or none do."""
         started = time.perf_counter()
         ctx = auth_context(request)
-        stored = await data_plane.publisher.publish(
-            ctx.organisation_id, ctx.environment_id, topic, data.messages, batch=True
+        stored = await unless_disconnected(
+            request,
+            data_plane.publisher.publish(
+                ctx.organisation_id, ctx.environment_id, topic, data.messages, batch=True
+            ),
         )
         return BatchPublishResult(
             count=len(stored),

@@ -10,6 +10,7 @@ from control_plane.auth import ApiKeyAuthenticationMiddleware, scope_middleware
 from control_plane.consume import ConsumeController
 from control_plane.dlq import DeadLetterController
 from control_plane.groups import GroupsController
+from control_plane.idempotency import IdempotencyController
 from control_plane.keys import KeysController
 from control_plane.lag import LagController
 from control_plane.messages import MessagesController
@@ -28,6 +29,7 @@ def v1_router() -> Router:
             AlertsController,
             TopicsController,
             PublishController,
+            IdempotencyController,
             GroupsController,
             ConsumeController,
             DeadLetterController,

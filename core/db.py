@@ -23,6 +23,16 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[dict[st
 Conn = AsyncConnection[DictRow]
 """An async connection whose rows are dicts: the type every service function takes."""
 
+
+def session_options(statement_timeout_ms: int) -> str:
+    """libpq ``options`` bounding each statement and each idle transaction (0: unbounded)."""
+    idle_ms = 0 if statement_timeout_ms == 0 else max(2 * statement_timeout_ms, 10_000)
+    return (
+        f"-c statement_timeout={statement_timeout_ms} "
+        f"-c idle_in_transaction_session_timeout={idle_ms}"
+    )
+
+
 SyncPool = ConnectionPool[Connection[DictRow]]
 AsyncPool = AsyncConnectionPool[AsyncConnection[DictRow]]
 
@@ -42,13 +52,22 @@ def sync_pool(settings: DatabaseSettings, name: str) -> SyncPool:
 
 
 def async_pool(settings: DatabaseSettings, name: str) -> AsyncPool:
-    """A pool for the asyncio API process. Opened by the application's lifespan."""
+    """A pool for the asyncio API process. Opened by the application's lifespan.
+
+    Every statement on it is bounded by ``statement_timeout_ms`` (a stalled PostgreSQL fails
+    the request fast, shorter than a client's timeout, instead of committing after the client
+    gave up), and a transaction left idle by ``idle_in_transaction_session_timeout``.
+    """
     return AsyncConnectionPool(
         settings.url,
         connection_class=AsyncConnection[DictRow],
         min_size=settings.pool_min,
         max_size=settings.pool_max,
-        kwargs={"row_factory": dict_row, "connect_timeout": 5},
+        kwargs={
+            "row_factory": dict_row,
+            "connect_timeout": 5,
+            "options": session_options(settings.statement_timeout_ms),
+        },
         name=name,
         open=False,
         timeout=5,

@@ -74,12 +74,17 @@ class ObjectStore(Protocol):
 
 
 def s3_client(
-    endpoint_url: str | None, access_key: str | None, secret_key: str | None, region: str
+    endpoint_url: str | None,
+    access_key: str | None,
+    secret_key: str | None,
+    region: str,
+    connect_timeout_s: float = 2.0,
+    read_timeout_s: float = 5.0,
 ) -> S3Client:
-    """A boto3 S3 client with short timeouts and path-style addressing (MinIO, SeaweedFS)."""
+    """A boto3 S3 client with short timeouts, two attempts at most, path-style addressing."""
     config = Config(
-        connect_timeout=3,
-        read_timeout=10,
+        connect_timeout=connect_timeout_s,
+        read_timeout=read_timeout_s,
         retries={"max_attempts": 2, "mode": "standard"},
         s3={"addressing_style": "path"},
         max_pool_connections=50,
@@ -145,10 +150,14 @@ class S3ObjectStore:
             settings.access_key_id,
             settings.secret_access_key,
             settings.region,
+            settings.connect_timeout_ms / 1000,
+            settings.request_timeout_ms / 1000,
         )
         http = S3HttpClient(
             Endpoint.parse(settings.endpoint_url, settings.region),
             SigV4Signer(settings.region, credentials_provider(settings)),
+            connect_timeout_s=settings.connect_timeout_ms / 1000,
+            request_timeout_s=settings.request_timeout_ms / 1000,
         )
         return cls(client=client, bucket=settings.bucket, prefix=settings.prefix, http=http)
 

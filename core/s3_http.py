@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import quote, urlsplit
 
-CONNECT_TIMEOUT_S = 3.0
-REQUEST_TIMEOUT_S = 10.0
+CONNECT_TIMEOUT_S = 2.0
+REQUEST_TIMEOUT_S = 5.0  # per attempt; a timeout is not retried (docs/faults.md)
 MAX_IDLE_CONNECTIONS = 16
 RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
 
@@ -213,7 +213,9 @@ class S3HttpClient:
             head = _head(method, path, {**headers, **extra}, len(body))
             try:
                 response = await self._send(head, body)
-            except (OSError, asyncio.IncompleteReadError, TimeoutError):
+            except TimeoutError:
+                raise  # a stalled S3 is not retried: the request's time is spent
+            except (OSError, asyncio.IncompleteReadError):
                 if attempt == 2:
                     raise
                 self.close()  # most often pooled connections the server had closed

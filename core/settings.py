@@ -104,6 +104,7 @@ class DatabaseSettings:
     url: str
     pool_min: int
     pool_max: int
+    statement_timeout_ms: int = 5_000  # the API's statements; 0: none (docs/faults.md)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> DatabaseSettings:
@@ -113,6 +114,7 @@ class DatabaseSettings:
             url=url,
             pool_min=_int("DATABASE_POOL_MIN", 1, 0, 100, env),
             pool_max=_int("DATABASE_POOL_MAX", 10, 1, 500, env),
+            statement_timeout_ms=_int("DATABASE_STATEMENT_TIMEOUT_MS", 5_000, 0, 3_600_000, env),
         )
 
 
@@ -127,6 +129,8 @@ class ObjectStoreSettings:
     access_key_id: str | None
     secret_access_key: str | None
     region: str
+    connect_timeout_ms: int = 2_000
+    request_timeout_ms: int = 5_000  # per attempt; a stalled S3 fails fast (docs/faults.md)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ObjectStoreSettings:
@@ -148,6 +152,8 @@ class ObjectStoreSettings:
             access_key_id=_env("S3_ACCESS_KEY_ID", env=env),
             secret_access_key=_env("S3_SECRET_ACCESS_KEY", env=env),
             region=_env("S3_REGION", "us-east-1", env) or "us-east-1",
+            connect_timeout_ms=_int("S3_CONNECT_TIMEOUT_MS", 2_000, 50, 60_000, env),
+            request_timeout_ms=_int("S3_REQUEST_TIMEOUT_MS", 5_000, 100, 600_000, env),
         )
 
 

@@ -98,3 +98,32 @@ class PublishUnavailable(Unavailable):
             reason=reason,
             retry_after_s=1,
         )
+
+
+class PublishOutcomeUnknown(Unavailable):
+    """The flush's commit was sent but its answer was lost: the publish may have been stored."""
+
+    code = "PUBLISH_OUTCOME_UNKNOWN"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"The message may or may not have been stored ({reason}). Before publishing it "
+            "again, look it up with GET /v1/topics/{topic}/messages/by-idempotency-key/{key}, "
+            "or retry with the same idempotencyKey: a stored message is answered with its "
+            "original offset.",
+            reason=reason,
+            retry_after_s=1,
+        )
+
+
+class IdempotencyKeyNotFound(NotFound):
+    """No message of the topic was stored with that idempotency key (within its retention)."""
+
+    code = "IDEMPOTENCY_KEY_NOT_FOUND"
+
+    def __init__(self, topic: str, key: str) -> None:
+        super().__init__(
+            f"No message of the topic '{topic}' is stored with that idempotencyKey "
+            "(it was never committed, or its retention passed).",
+            topic=topic,
+        )

@@ -8,6 +8,11 @@ one code path (there is no separate synchronous variant of the SQL to keep in st
 connection is autocommit because the services commit step by step (before touching S3; group
 by group). Every task is idempotent and safe to run on several workers at once (row locks
 serialise them); beat schedules them in ``infra.celery_app``.
+
+The storage maintenance tasks (topic deletion, orphan GC, retention) are retried with an
+exponential backoff (5 s doubling to 5 min, jittered, 8 times) when PostgreSQL or S3 fails
+them, so a run an outage cut short is done once the service is back rather than skipped until
+the next beat (docs/faults.md).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import psycopg
+from botocore.exceptions import BotoCoreError, ClientError
 from celery import Task, shared_task
 
 from core import settings
@@ -34,6 +41,15 @@ Work = Callable[[Conn, ObjectStore], Awaitable[CleanupReport]]
 Report = TypeVar("Report")
 DELIVER_WEBHOOK = "data_plane.deliver_webhook"
 log = get_logger("queuecore.tasks")
+# A service that failed or stalled (S3 through boto3 or our client, PostgreSQL), not a bug.
+OUTAGES = (OSError, psycopg.OperationalError, BotoCoreError, ClientError)
+RETRIED_ON_OUTAGE: dict[str, Any] = {
+    "autoretry_for": OUTAGES,
+    "retry_backoff": 5,
+    "retry_backoff_max": 300,
+    "retry_jitter": True,
+    "max_retries": 8,
+}
 
 
 @functools.cache
@@ -47,20 +63,20 @@ def run_cleanup(work: Work) -> dict[str, int]:
     return run_connected(lambda conn: work(conn, _object_store())).as_dict()
 
 
-@shared_task(name="data_plane.delete_topic_data")
+@shared_task(name="data_plane.delete_topic_data", **RETRIED_ON_OUTAGE)
 def delete_topic_data(topic_id: str | None = None) -> dict[str, int]:
     """Remove deleted topics' index rows, partitions, idempotency keys, rows and objects."""
     return run_cleanup(lambda conn, objects: cleanup.delete_topic_data(conn, objects, topic_id))
 
 
-@shared_task(name="data_plane.collect_orphans")
+@shared_task(name="data_plane.collect_orphans", **RETRIED_ON_OUTAGE)
 def collect_orphans(grace_s: int | None = None) -> dict[str, int]:
     """Delete segment objects never committed or no longer referenced, older than the grace."""
     grace = cleanup.orphan_grace_s_from_env() if grace_s is None else grace_s
     return run_cleanup(lambda conn, objects: cleanup.collect_orphans(conn, objects, grace))
 
 
-@shared_task(name="data_plane.apply_retention")
+@shared_task(name="data_plane.apply_retention", **RETRIED_ON_OUTAGE)
 def apply_retention() -> dict[str, int]:
     """Drop messages past their topic's retention and the objects left unreferenced."""
     return run_cleanup(cleanup.apply_retention)

@@ -2,14 +2,21 @@
 
 One launcher per data directory (an ``flock`` that the kernel releases even after ``kill -9``).
 Children die with the launcher (``PR_SET_PDEATHSIG``); the ones a previous launcher recorded in
-``run/children.json`` are stopped on start in case they outlived it. Ctrl-C or SIGTERM stops the
-application processes first, then the services, and waits for each.
+``run/children.json`` are stopped on start in case they outlived it. A child that exits is
+restarted after a backoff (1 s, doubling up to 30 s; back to 1 s once it ran for a minute), and
+the stack goes on. Ctrl-C or SIGTERM stops the application processes first, then the services,
+and waits for each.
+
+``QUEUECORE_DATABASE_URL`` pointing at the stack's own embedded PostgreSQL (as exported for the
+CLI) is the embedded one: it is started, not connected to; another database that cannot be
+reached is a one-line error, not a traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import signal
@@ -17,12 +24,15 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import IO
+from urllib.parse import urlsplit
 
 import psutil
+import psycopg
 
 from core.settings import PREFIX, DevStackSettings, HttpSettings
 from infra.embedded import (
@@ -38,6 +48,10 @@ from infra.embedded import (
 )
 
 BUCKET = "queuecore"
+RESTART_BASE_S = 1.0
+RESTART_MAX_S = 30.0
+STABLE_AFTER_S = 60.0  # a child that ran this long restarts from the base backoff again
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", ""})
 DASHBOARD_PATH = "/dashboard/login"  # the tenant dashboard's sign-in page
 
 
@@ -59,6 +73,15 @@ class ChildRecord:
 
 
 @dataclass
+class Restarts:
+    """When a child was started, how often it was restarted in a row, when it is due again."""
+
+    started_at: float = field(default_factory=time.monotonic)
+    in_a_row: int = 0
+    due_at: float | None = None
+
+
+@dataclass
 class DevStack:
     """Starts, watches and stops the embedded services and QueueCore's own processes."""
 
@@ -67,6 +90,9 @@ class DevStack:
     environ: dict[str, str]
     services: list[EmbeddedService] = field(default_factory=list)
     apps: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    restarts: dict[str, Restarts] = field(default_factory=dict)
+    _commands: dict[str, list[str]] = field(default_factory=dict)
+    _env: dict[str, str] = field(default_factory=dict)
     _lock: IO[str] | None = None
 
     @property
@@ -148,6 +174,15 @@ class DevStack:
         env = dict(self.environ)
         self._check_ports(env)
         data = self.dev.data_dir
+        if self._is_own_database(env.get(PREFIX + "DATABASE_URL")):
+            print(
+                f"queuecore dev: {PREFIX}DATABASE_URL names this stack's own PostgreSQL; "
+                "starting it",
+                flush=True,
+            )
+            env.pop(PREFIX + "DATABASE_URL")
+        elif env.get(PREFIX + "DATABASE_URL"):  # fail before starting anything else
+            psycopg.connect(env[PREFIX + "DATABASE_URL"], connect_timeout=3).close()
         if not env.get(PREFIX + "DATABASE_URL"):
             pg = EmbeddedPostgres(data / "postgres", self.logs, self.dev.postgres_port)
             self._start(pg)
@@ -168,9 +203,21 @@ class DevStack:
         migrate.apply(env[PREFIX + "DATABASE_URL"])
         return env
 
+    def _is_own_database(self, url: str | None) -> bool:
+        """Whether ``url`` points at the embedded PostgreSQL this stack starts (its port here)."""
+        if not url:
+            return False
+        try:
+            parts = urlsplit(url)
+            return parts.hostname in LOCAL_HOSTS and parts.port == self.dev.postgres_port
+        except ValueError:
+            return False
+
     def _check_ports(self, env: dict[str, str]) -> None:
         require_free(self.http.port, PREFIX + "HTTP_PORT")
-        if not env.get(PREFIX + "DATABASE_URL"):
+        if not env.get(PREFIX + "DATABASE_URL") or self._is_own_database(
+            env.get(PREFIX + "DATABASE_URL")
+        ):
             require_free(self.dev.postgres_port, PREFIX + "DEV_POSTGRES_PORT")
         if not env.get(PREFIX + "REDIS_URL"):
             require_free(self.dev.redis_port, PREFIX + "DEV_REDIS_PORT")
@@ -182,6 +229,7 @@ class DevStack:
         self.services.append(service)
         print(f"queuecore dev: starting {service.name}…", flush=True)
         service.start()
+        self.restarts[service.name] = Restarts()
         self._record()
 
     def _start_apps(self, env: dict[str, str]) -> None:
@@ -200,8 +248,10 @@ class DevStack:
             "beat": [*py, "beat", "--schedule", schedule],
         }
         self.logs.mkdir(parents=True, exist_ok=True)
+        self._commands, self._env = commands, env
         for name, argv in commands.items():
             self.apps[name] = _spawn_app(argv, env, self.logs / f"{name}.log")
+            self.restarts[name] = Restarts()
         self._record()
         url = f"http://{HOST}:{self.http.port}/readyz"
         wait_until(
@@ -228,24 +278,44 @@ class DevStack:
         print("\n".join(lines), flush=True)
 
     def _watch(self) -> int:
+        """Restart what exits, until a signal (:class:`StopRequested`) ends the stack."""
         while True:
-            for name, proc in self.apps.items():
-                if proc.poll() is not None:
-                    print(
-                        f"queuecore dev: {name} exited with code {proc.returncode}; see {self.logs / (name + '.log')}",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    return 1
             for service in self.services:
                 if service.process is not None and service.process.poll() is not None:
-                    print(
-                        f"queuecore dev: {service.name} exited with code {service.process.returncode}; see {service.log_path}",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    return 1
+                    code = service.process.returncode
+                    self._restart(service.name, code, service.log_path, service.start)
+            for name, proc in list(self.apps.items()):
+                if proc.poll() is not None:
+                    log_path = self.logs / f"{name}.log"
+                    respawn = functools.partial(self._respawn, name)
+                    self._restart(name, proc.returncode, log_path, respawn)
             time.sleep(0.5)
+
+    def _respawn(self, name: str) -> None:
+        log_path = self.logs / f"{name}.log"
+        self.apps[name] = _spawn_app(self._commands[name], self._env, log_path)
+
+    def _restart(self, name: str, code: int, log_path: Path, start: Callable[[], None]) -> None:
+        """Restart a child that exited once its backoff is over (logged, never fatal)."""
+        state = self.restarts.setdefault(name, Restarts())
+        now = time.monotonic()
+        if state.due_at is None:
+            if now - state.started_at >= STABLE_AFTER_S:
+                state.in_a_row = 0
+            delay_s = min(RESTART_MAX_S, RESTART_BASE_S * 2**state.in_a_row)
+            state.due_at = now + delay_s
+            _say(f"{name} exited with code {code}; restarting in {delay_s:.0f}s (see {log_path})")
+        if now < state.due_at:
+            return
+        state.due_at, state.in_a_row = None, state.in_a_row + 1
+        state.started_at = now
+        try:
+            start()
+        except ServiceError as exc:
+            _say(f"{name} did not start again: {exc}")
+            return
+        _say(f"{name} restarted")
+        self._record()
 
     def _stop_all(self) -> None:
         for proc in self.apps.values():
@@ -260,6 +330,10 @@ class DevStack:
         for service in reversed(self.services):
             service.stop()
         print("queuecore dev: stopped", flush=True)
+
+
+def _say(line: str) -> None:
+    print(f"queuecore dev: {line}", file=sys.stderr, flush=True)
 
 
 def _raise_stop(signum: int, frame: FrameType | None) -> None:
@@ -304,4 +378,13 @@ def run_dev() -> int:
         return stack.run()
     except ServiceError as exc:
         print(f"queuecore dev: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except psycopg.OperationalError as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(
+            f"queuecore dev: cannot reach the database of {PREFIX}DATABASE_URL ({first_line}); "
+            f"unset it to use the embedded PostgreSQL",
+            file=sys.stderr,
+            flush=True,
+        )
         return 1

@@ -162,6 +162,7 @@ class EmbeddedService:
     log_dir: Path
     stop_signal: int = signal.SIGTERM
     stop_timeout_s: float = 20
+    death_signal: int | None = None  # sent when the launcher dies; default: ``stop_signal``
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
@@ -187,7 +188,7 @@ class EmbeddedService:
                 group=_gid(user),
                 extra_groups=[] if user else None,
                 start_new_session=True,
-                preexec_fn=die_with_parent(self.stop_signal),
+                preexec_fn=die_with_parent(self.death_signal or self.stop_signal),
             )
 
     def stop(self) -> None:
@@ -320,7 +321,10 @@ class EmbeddedS3(EmbeddedService):
     def __init__(self, data_dir: Path, log_dir: Path, port: int, bucket: str) -> None:
         # SeaweedFS drains gRPC for ~15 s on SIGTERM; its writes are on disk when a PUT returns,
         # so a short grace period and SIGKILL lose nothing.
+        # For the same reason it gets SIGKILL when its launcher dies (``kill -9`` of
+        # ``queuecore dev``): SIGTERM would keep its ports for those ~15 s.
         super().__init__("seaweedfs", data_dir, log_dir, stop_timeout_s=4)
+        self.death_signal = signal.SIGKILL
         self.port = port
         self.bucket = bucket
 

@@ -48,9 +48,13 @@ DELETE FROM consumer_groups WHERE topic_id = %(topic_id)s AND name = %(name)s RE
 """
 
 # The silent members, locked (a heartbeat committed meanwhile takes its member out of the set).
+# Silence counts from the member's last heartbeat or PostgreSQL's start, whichever is later: a
+# member could not heartbeat while the database was down, so a restart gives everyone a session
+# instead of evicting every consumer at once (docs/faults.md).
 LOCK_SILENT_MEMBERS = """
 SELECT id FROM group_members
-WHERE group_id = %(group_id)s AND last_heartbeat_at < now() - make_interval(secs => session_timeout_ms / 1000.0)
+WHERE group_id = %(group_id)s
+  AND greatest(last_heartbeat_at, pg_postmaster_start_time()) < now() - make_interval(secs => session_timeout_ms / 1000.0)
 ORDER BY id FOR UPDATE
 """
 
@@ -75,7 +79,8 @@ JOIN topics t ON t.id = g.topic_id AND t.status = 'active'
 WHERE (%(topic_id)s::text IS NULL OR g.topic_id = %(topic_id)s::text)
   AND (EXISTS (SELECT 1 FROM group_members m
                WHERE m.group_id = g.id
-                 AND m.last_heartbeat_at < now() - make_interval(secs => m.session_timeout_ms / 1000.0))
+                 AND greatest(m.last_heartbeat_at, pg_postmaster_start_time())
+                     < now() - make_interval(secs => m.session_timeout_ms / 1000.0))
        OR (SELECT count(*) FROM group_partitions gp WHERE gp.group_id = g.id) < t.partitions)
 ORDER BY g.id
 """
@@ -161,7 +166,7 @@ ORDER BY "offset" LIMIT %(limit)s FOR UPDATE
 # A pull's redeliveries of one partition leased again in one statement, each with a new ackId.
 LEASE_AGAIN_MANY = """
 UPDATE group_deliveries d SET state = 'leased', attempt = v.attempt, ack_id = v.ack_id, member_id = %(member_id)s,
-       lease_until = now() + make_interval(secs => %(ack_timeout_s)s), available_at = NULL, updated_at = now()
+       lease_until = clock_timestamp() + make_interval(secs => %(ack_timeout_s)s), available_at = NULL, updated_at = now()
 FROM unnest(%(offsets)s::bigint[], %(attempts)s::int[], %(ack_ids)s::text[]) AS v("offset", attempt, ack_id)
 WHERE d.group_id = %(group_id)s AND d.partition = %(partition)s AND d."offset" = v."offset"
 """
@@ -215,7 +220,7 @@ WHERE group_id = %(group_id)s AND partition = %(partition)s AND "offset" = ANY(%
 """
 
 EXTEND_LEASE = """
-UPDATE group_deliveries SET lease_until = now() + make_interval(secs => %(seconds)s), updated_at = now()
+UPDATE group_deliveries SET lease_until = clock_timestamp() + make_interval(secs => %(seconds)s), updated_at = now()
 WHERE group_id = %(group_id)s AND ack_id = ANY(%(ack_ids)s) AND state = 'leased' AND lease_until > now()
 RETURNING ack_id
 """
@@ -318,7 +323,7 @@ WITH advanced AS (
 INSERT INTO group_leases (group_id, partition, lease_id, first_offset, last_offset, member_id, lease_until, acked, done,
                           open_count)
 SELECT %(group_id)s, v.partition, v.lease_id, v.first_offset, v.last_offset, %(member_id)s,
-       now() + make_interval(secs => %(ack_timeout_s)s),
+       clock_timestamp() + make_interval(secs => %(ack_timeout_s)s),
        repeat('0', (v.last_offset - v.first_offset + 1)::int)::varbit,
        repeat('0', (v.last_offset - v.first_offset + 1)::int)::varbit,
        (v.last_offset - v.first_offset + 1)::int
@@ -373,7 +378,7 @@ ON CONFLICT (group_id, partition, "offset") DO NOTHING
 """
 
 EXTEND_RANGE_LEASES = """
-UPDATE group_leases SET lease_until = now() + make_interval(secs => %(seconds)s)
+UPDATE group_leases SET lease_until = clock_timestamp() + make_interval(secs => %(seconds)s)
 WHERE group_id = %(group_id)s AND lease_id = ANY(%(lease_ids)s) AND open_count > 0 AND lease_until > now()
 RETURNING lease_id
 """

@@ -27,6 +27,9 @@ log = get_logger("queuecore.cleanup")
 
 SEGMENTS_PREFIX = "segments/"
 DEFAULT_ORPHAN_GRACE_S = 15 * 60
+FULL_LISTING_EVERY = timedelta(days=1)
+ORPHAN_CURSOR = "orphan_gc"
+_HOUR = timedelta(hours=1)
 _KEYS_PER_QUERY = 1000
 
 
@@ -144,11 +147,22 @@ async def collect_orphans(
     """Delete objects older than ``grace_s`` that are not committed or no longer referenced.
 
     An object PUT by a writer whose commit failed (or is still in flight) has no
-    ``segment_objects`` row; the grace period keeps in-flight flushes safe.
+    ``segment_objects`` row; the grace period keeps in-flight flushes safe. Keys name the hour
+    they were written in (:func:`data_plane.write.writer.segment_key`), so a run lists only the hours
+    from the stored cursor (``maintenance_cursors``) to the cutoff's, and the whole prefix once
+    a day (:data:`FULL_LISTING_EVERY`) for keys laid out otherwise.
     """
     _require_autocommit(conn)
-    cutoff = (now or datetime.now(UTC)) - timedelta(seconds=grace_s)
-    listed = await asyncio.to_thread(list_objects, objects, prefix)
+    now = now or datetime.now(UTC)
+    cutoff = now - timedelta(seconds=grace_s)
+    cursor = await _orphan_cursor(conn) if prefix == SEGMENTS_PREFIX else None
+    full = cursor is None or cursor["full_at"] < now - FULL_LISTING_EVERY
+    prefixes = (
+        [prefix] if full or cursor is None else _hour_prefixes(cursor["done_through"], cutoff)
+    )
+    listed: list[ListedObject] = []
+    for one in prefixes:
+        listed += await asyncio.to_thread(list_objects, objects, one)
     old = [item.key for item in listed if item.last_modified < cutoff]
     committed: set[str] = set()
     for first in range(0, len(old), _KEYS_PER_QUERY):
@@ -161,7 +175,34 @@ async def collect_orphans(
     cur = await conn.execute(q.DELETE_EMPTY_OBJECTS, {"grace_s": grace_s})
     empty = [row["object_key"] for row in await cur.fetchall()]
     await _delete_objects(objects, empty)
+    if prefix == SEGMENTS_PREFIX:
+        done_through = _hour_of(cutoff)  # every hour before the cutoff's is checked now
+        full_at = now if full else cursor["full_at"] if cursor else now
+        await conn.execute(
+            q.SAVE_GC_CURSOR,
+            {"name": ORPHAN_CURSOR, "done_through": done_through, "full_at": full_at},
+        )
+    log.info("orphans_collected", prefixes=len(prefixes), listed=len(listed), full=full)
     return CleanupReport(objects_deleted=len(uncommitted) + len(empty))
+
+
+async def _orphan_cursor(conn: Conn) -> dict[str, Any] | None:
+    cur = await conn.execute(q.SELECT_GC_CURSOR, {"name": ORPHAN_CURSOR})
+    return await cur.fetchone()
+
+
+def _hour_of(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def _hour_prefixes(done_through: datetime, cutoff: datetime) -> list[str]:
+    """``segments/yyyy/mm/dd/hh/`` of each hour from ``done_through`` to the cutoff's hour."""
+    hour, last = _hour_of(done_through), _hour_of(cutoff)
+    prefixes = []
+    while hour <= last:
+        prefixes.append(f"{SEGMENTS_PREFIX}{hour:%Y/%m/%d/%H}/")
+        hour += _HOUR
+    return prefixes
 
 
 # --- retention -----------------------------------------------------------------------------------

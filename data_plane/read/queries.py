@@ -82,6 +82,17 @@ WHERE greatest(o.created_at, o.released_at) < now() - make_interval(secs => %(gr
 RETURNING o.object_key
 """
 
+SELECT_GC_CURSOR = """
+SELECT done_through, full_at FROM maintenance_cursors WHERE name = %(name)s
+"""
+
+SAVE_GC_CURSOR = """
+INSERT INTO maintenance_cursors (name, done_through, full_at) VALUES (%(name)s, %(done_through)s, %(full_at)s)
+ON CONFLICT (name) DO UPDATE
+SET done_through = greatest(maintenance_cursors.done_through, excluded.done_through),
+    full_at = greatest(maintenance_cursors.full_at, excluded.full_at), updated_at = now()
+"""
+
 SELECT_COMMITTED_OBJECTS = """
 SELECT object_key FROM segment_objects WHERE object_key = ANY(%(keys)s)
 """

@@ -24,6 +24,9 @@
 --   starved: whether fresh offsets were left for lack of lease ids.
 -- With p_async_commit the commit does not wait for the WAL flush (qc_pull_state's set_config,
 -- local to the transaction: in autocommit mode, to this statement's).
+--
+-- Lease expiries come from clock_timestamp(), not now(): a pull that stalled (a slow or frozen
+-- PostgreSQL) would otherwise stamp leases with its transaction's start and commit them expired.
 CREATE OR REPLACE FUNCTION qc_pull(
     p_group_id     text,
     p_member_id    text,
@@ -84,7 +87,7 @@ BEGIN
         INSERT INTO group_leases (group_id, partition, lease_id, first_offset, last_offset,
                                   member_id, lease_until, acked, done, open_count)
         SELECT p_group_id, v.partition, v.lease_id, v.first_offset, v.last_offset, p_member_id,
-               now() + (v_pulled #>> '{settings,ack_timeout_ms}')::integer
+               clock_timestamp() + (v_pulled #>> '{settings,ack_timeout_ms}')::integer
                        * interval '1 millisecond',
                repeat('0', (v.last_offset - v.first_offset + 1)::int)::varbit,
                repeat('0', (v.last_offset - v.first_offset + 1)::int)::varbit,

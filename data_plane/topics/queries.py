@@ -84,6 +84,18 @@ FROM qc_commit_flush(%(object_key)s, %(size_bytes)s, %(blocks)s::jsonb, %(keys)s
 
 PUBLISH_CHANNEL = "qc_publish"
 
+# After a lost commit reply: end the backend still running that commit (if it is), so what the
+# lookup below sees is final. pg_terminate_backend waits up to 2 s for the backend to exit.
+END_LOST_COMMIT = """
+SELECT pg_terminate_backend(pid, 2000) AS ended FROM pg_stat_activity
+WHERE pid = %(pid)s AND state = 'active' AND query LIKE '%%qc_commit_flush%%'
+"""
+
+# The blocks a flush committed, found by its object key (one row per block, or none).
+SELECT_BLOCKS_OF_OBJECT = """
+SELECT topic_id, partition, base_offset FROM segment_blocks WHERE object_key = %(object_key)s
+"""
+
 # --- dashboard read models --------------------------------------------------------------------
 
 # Retained messages per active topic of an environment (as TOPIC_STATS counts depth).

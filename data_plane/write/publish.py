@@ -14,8 +14,8 @@ Message ids: ``msg_`` + 20 base62 characters (``0-9A-Za-z``): 9 encoding the 48-
 big-endian and zero-padded; :func:`parse_message_id` gives the partition and offset back (and
 rejects an id of another topic).
 
-Idempotency (exactly-once topics only; at-least-once topics ignore ``idempotencyKey``): a key
-already committed within the topic's retention is answered from ``idempotency_keys`` without
+Idempotency (both delivery kinds: a retry after an unknown outcome must not store a message
+twice, whatever the topic's delivery; docs/faults.md): a key already committed within the topic's retention is answered from ``idempotency_keys`` without
 writing anything; a key being written by another request of this process waits for that
 request's answer; across processes the writer's flush inserts the keys in its transaction with
 ``ON CONFLICT`` (taking over only an expired key), and a live duplicate rolls the flush back and
@@ -39,7 +39,13 @@ from typing import Any, NamedTuple, Protocol
 import msgspec
 
 from core.db import AsyncPool
-from data_plane.errors import MessageTooLarge, PublishUnavailable, QuotaExceeded, TopicNotFound
+from data_plane.errors import (
+    IdempotencyKeyNotFound,
+    MessageTooLarge,
+    PublishUnavailable,
+    QuotaExceeded,
+    TopicNotFound,
+)
 from data_plane.topics import queries as q
 from data_plane.topics import service as topic_service
 from data_plane.topics.schemas import PublishRequest
@@ -303,7 +309,6 @@ class PublishService:
         now_ms = time.time_ns() // 1_000_000
         keyless_partition: int | None = None
         limit = route.limits.max_message_bytes
-        exactly_once = route.exactly_once
         encode = msgspec.json.encode
         entries = []
         total = 0
@@ -323,8 +328,7 @@ class PublishService:
                 if keyless_partition is None:
                     keyless_partition = self._next_partition(route)
                 partition = keyless_partition
-            key = request.idempotency_key if exactly_once else None
-            entries.append(Entry(partition, message, key))
+            entries.append(Entry(partition, message, request.idempotency_key))
         return entries, total
 
     def _next_partition(self, route: TopicRoute) -> int:
@@ -340,9 +344,25 @@ class PublishService:
     async def _write(
         self, route: TopicRoute, entries: list[Entry], size_bytes: int
     ) -> list[Placement]:
-        if not route.exactly_once or all(entry.idempotency_key is None for entry in entries):
+        if all(entry.idempotency_key is None for entry in entries):
             return await self.writer.write(route.target, entries, size_bytes)
         return await _IdempotentWrite(self, self._inflight, route, entries).run()
+
+    async def by_idempotency_key(
+        self, organisation_id: str, environment_id: str, topic: str, key: str
+    ) -> Published:
+        """The message stored with ``key`` on ``topic`` (resolves an unknown publish outcome)."""
+        route = await self.topics.get(organisation_id, environment_id, topic)
+        topic_id = route.target.id
+        found = (await self.committed_keys(topic_id, [key])).get(key)
+        if found is None:
+            raise IdempotencyKeyNotFound(route.target.name, key)
+        return Published(
+            message_id(topic_id, found.partition, found.offset),
+            found.partition,
+            found.offset,
+            found.timestamp_ms,
+        )
 
     async def committed_keys(self, topic_id: str, keys: list[str]) -> dict[str, Placement]:
         """Idempotency keys of the topic committed within its retention."""

@@ -13,6 +13,13 @@ the object and block index rows and NOTIFYs ``qc_publish``. Only after the commi
 publishes answered. A failed PUT or commit fails every publish of the flush with 503 and
 commits nothing (the object, if written, is an orphan for the GC task).
 
+A commit whose answer was lost (the connection dropped after the statement was sent) may have
+landed. The writer then asks PostgreSQL itself, within ``QUEUECORE_WRITER_RESOLVE_MS``: it ends the
+backend still running that commit, if any, and looks the flush's blocks up by object key. Found:
+the publishes are answered with their offsets; certainly absent: 503 ``SERVICE_UNAVAILABLE``
+(nothing was written); the database out of reach: 503 ``PUBLISH_OUTCOME_UNKNOWN``, which a client
+resolves by idempotency key (docs/faults.md).
+
 While a flush uploads its object the next one waits for that PUT to end, then uploads while the
 first commits (see :meth:`SegmentWriter._due_in`); a PUT that runs longer than
 :data:`OVERLAP_AFTER_S`, or waiting publishes of :data:`OVERLAP_MIN_BYTES` or more (enough to be
@@ -21,7 +28,9 @@ flight, so a slow PUT does not stall the process and big batches do not queue be
 other. Within a partition the order of messages is the commit order.
 
 Two conflicts are found only inside the transaction; both roll it back and re-run the flush
-without the publishes concerned, with a new object (rare, so the extra PUT does not matter):
+without the publishes concerned, PUT again under the same object key (the rolled-back commit
+never referenced it, so the object is replaced, not orphaned). Re-runs go on while each resolves
+something, and fail the flush after :data:`MAX_FLUSH_ATTEMPTS` that resolve nothing:
 an ``idempotencyKey`` committed meanwhile by another replica (that message is answered with
 the winner's offset) and a topic deleted meanwhile (its publishes get ``TOPIC_NOT_FOUND``).
 """
@@ -47,7 +56,7 @@ import psycopg_pool
 from core.db import AsyncPool, autocommit
 from core.object_store import ObjectStore
 from core.settings import PREFIX, SettingsError, _int
-from data_plane.errors import PublishUnavailable, TopicNotFound
+from data_plane.errors import PublishOutcomeUnknown, PublishUnavailable, TopicNotFound
 from data_plane.topics import queries as q
 from data_plane.write.segment import BlockRef, Message, SegmentBuilder
 from observability import metrics
@@ -61,6 +70,8 @@ OVERLAP_AFTER_S = 0.025  # a PUT starts beside one in progress only once that on
 MAX_FLUSH_ATTEMPTS = 3
 INLINE_ENCODE_BYTES = 64 * 1024  # smaller flushes encode on the event loop, larger in a thread
 MESSAGE_OVERHEAD_BYTES = 20  # per-message columns in a block (timestamp, lengths)
+RESOLVE_RETRY_S = 0.2  # between attempts to learn a lost commit's outcome
+_OUTCOME_UNKNOWN_CLASSES = frozenset({"08", "57", "58", "XX"})  # SQLSTATE classes
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +81,7 @@ class WriterSettings:
     linger_ms: int
     standard_linger_ms: int
     max_segment_bytes: int
+    resolve_ms: int = 3_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WriterSettings:
@@ -87,6 +99,7 @@ class WriterSettings:
             max_segment_bytes=_int(
                 "WRITER_MAX_SEGMENT_BYTES", 8 * 1024 * 1024, 64 * 1024, 1024 * 1024 * 1024, env
             ),
+            resolve_ms=_int("WRITER_RESOLVE_MS", 3_000, 0, 60_000, env),
         )
 
     def linger_s(self, latency_class: str) -> float:
@@ -102,7 +115,7 @@ def writer_settings() -> WriterSettings:
 
 
 class Entry(NamedTuple):
-    """One message to write to one partition; the key is set on exactly-once topics only."""
+    """One message to write to one partition, with its idempotency key if it has one."""
 
     partition: int
     message: Message
@@ -161,6 +174,14 @@ class _Publish:
         return ((i, e) for i, e in enumerate(self.entries) if self.results[i] is None)
 
 
+class _LostReply(Exception):
+    """The commit statement was sent but its answer never came: it may have landed."""
+
+    def __init__(self, backend_pid: int | None) -> None:
+        super().__init__("the commit's reply was lost")
+        self.backend_pid = backend_pid
+
+
 class _Rollback(Exception):
     """A conflict found inside the flush transaction; the flush is re-run without it."""
 
@@ -198,9 +219,9 @@ def entry_size(entry: Entry) -> int:
 
 
 def segment_key(now: datetime | None = None) -> str:
-    """A new object key: ``segments/yyyy/mm/dd/<uuid>.seg``."""
-    day = (now or datetime.now(UTC)).strftime("%Y/%m/%d")
-    return f"segments/{day}/{uuid.uuid4().hex}.seg"
+    """A new object key: ``segments/yyyy/mm/dd/hh/<uuid>.seg`` (UTC; the orphan GC lists by hour)."""
+    hour = (now or datetime.now(UTC)).strftime("%Y/%m/%d/%H")
+    return f"segments/{hour}/{uuid.uuid4().hex}.seg"
 
 
 def _encode(publishes: list[_Publish]) -> tuple[_Layout, bytes, list[BlockRef]]:
@@ -266,10 +287,12 @@ class SegmentWriter:
         if self._closing:
             raise PublishUnavailable("this server is shutting down")
         future: asyncio.Future[list[Placement]] = asyncio.get_running_loop().create_future()
-        # A client that disconnects cancels its request, never the flush it is part of.
+        # A client that disconnects cancels its request, never a flush already started; a
+        # publish still waiting for its flush is abandoned (:meth:`_abandon`).
         future.add_done_callback(_consume_exception)
         size = sum(map(entry_size, entries)) if size_bytes is None else size_bytes
-        self._pending.append(_Publish(topic, entries, future, size))
+        publish = _Publish(topic, entries, future, size)
+        self._pending.append(publish)
         self._pending_bytes += size
         deadline = self._due_at(topic.latency_class)
         if self._deadline is None or deadline < self._deadline:
@@ -278,7 +301,21 @@ class SegmentWriter:
         # May be due now (see _due_in); also covers max_segment_bytes, which is never smaller.
         if self._pending_bytes >= OVERLAP_MIN_BYTES:
             self._wakeup.set()
-        return await asyncio.shield(future)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            self._abandon(publish)
+            raise
+
+    def _abandon(self, publish: _Publish) -> None:
+        """Drop a publish whose caller has gone, if no flush took it yet (nothing is written)."""
+        if any(waiting is publish for waiting in self._pending):
+            self._pending = [waiting for waiting in self._pending if waiting is not publish]
+            self._pending_bytes -= publish.size_bytes
+            if not self._pending:
+                self._deadline = None  # the next publish sets its own (see write)
+            publish.future.cancel()
+            log.info("publish_abandoned", topic_id=publish.topic.id, messages=len(publish.entries))
 
     def _due_at(self, latency_class: str) -> float:
         """When a publish of ``latency_class`` arriving now should be flushed at the latest.
@@ -365,23 +402,27 @@ class SegmentWriter:
             _fail(publishes, exc)
 
     async def _flush_attempts(self, publishes: list[_Publish]) -> None:
-        for _ in range(MAX_FLUSH_ATTEMPTS):
+        key = segment_key()  # one key for every attempt: a re-run replaces the object
+        fruitless = 0
+        while fruitless < MAX_FLUSH_ATTEMPTS:
             live = [p for p in publishes if not p.future.done()]
+            waiting = _waiting(live)
             if not live:
                 return
-            if not any(True for p in live for _ in p.unresolved()):
+            if not waiting:
                 _succeed(live)
                 return
             try:
-                await self._flush_once(live)
+                await self._flush_once(live, key)
                 return
             except _Rollback as conflict:
                 await self._settle_conflict(live, conflict)
+            still = _waiting([p for p in live if not p.future.done()])
+            fruitless = fruitless + 1 if still >= waiting else 0
         _fail(publishes, PublishUnavailable("publishes kept conflicting; retry"))
 
-    async def _flush_once(self, publishes: list[_Publish]) -> None:
+    async def _flush_once(self, publishes: list[_Publish], key: str) -> None:
         started = time.perf_counter()
-        key = segment_key()
         if sum(p.size_bytes for p in publishes) < INLINE_ENCODE_BYTES:
             layout, data, refs = _encode(publishes)
         else:  # zstd releases the GIL: big flushes compress beside the event loop
@@ -396,10 +437,18 @@ class SegmentWriter:
         finally:
             self._upload_done()
         try:
-            bases = await self._commit(key, len(data), refs, layout)
+            try:
+                bases = await self._commit(key, len(data), refs, layout)
+            except _LostReply as lost:
+                log.warning("segment_commit_reply_lost", object_key=key)
+                bases = await self._resolve(key, lost)
         except _Rollback:
             _observe_flush(started, len(data), refs, "conflict")
             raise
+        except PublishOutcomeUnknown as unknown:
+            _fail(publishes, unknown)
+            _observe_flush(started, len(data), refs, "outcome_unknown")
+            return
         except (psycopg.Error, psycopg_pool.PoolTimeout, OSError) as exc:
             log.warning("segment_commit_failed", error=type(exc).__name__, detail=str(exc)[:200])
             _fail(publishes, PublishUnavailable("the offset commit failed"))
@@ -421,13 +470,60 @@ class SegmentWriter:
         # only while the server runs it (see infra/migrations/0007_commit_flush.sql).
         params = _commit_params(key, size, refs, layout)
         async with self.pool.connection() as conn, autocommit(conn):
+            backend_pid = conn.info.backend_pid
             try:
                 with metrics.db_statement("commit_flush"):
                     rows = await (await conn.execute(q.COMMIT_FLUSH, params)).fetchall()
             except psycopg.Error as exc:
-                raise _conflict_of(exc) or exc from None
+                conflict = _conflict_of(exc)
+                if conflict is not None:
+                    raise conflict from None
+                if _rolled_back(exc, conn):
+                    raise
+                raise _LostReply(backend_pid) from exc
         bases = [row["base_offset"] for row in rows]
         return {(r.topic_id, r.partition): base for r, base in zip(refs, bases, strict=True)}
+
+    async def _resolve(self, key: str, lost: _LostReply) -> dict[tuple[str, int], int]:
+        """The bases of a commit whose reply was lost, if it landed (see the module's doc).
+
+        Raises :class:`PublishUnavailable` when it certainly did not land, and
+        :class:`PublishOutcomeUnknown` when PostgreSQL could not tell within the resolve time.
+        """
+        deadline = time.monotonic() + self.settings.resolve_ms / 1000
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                async with asyncio.timeout(remaining):
+                    found = await self._landed(key, lost.backend_pid, remaining)
+            except (psycopg.Error, psycopg_pool.PoolTimeout, OSError, TimeoutError) as exc:
+                log.info("commit_outcome_pending", object_key=key, error=type(exc).__name__)
+                await asyncio.sleep(min(RESOLVE_RETRY_S, max(0.0, deadline - time.monotonic())))
+                continue
+            if found is None:
+                await asyncio.sleep(min(RESOLVE_RETRY_S, max(0.0, deadline - time.monotonic())))
+                continue
+            if found:
+                log.info("commit_outcome_resolved", object_key=key, landed=True)
+                return found
+            log.info("commit_outcome_resolved", object_key=key, landed=False)
+            raise PublishUnavailable("the offset commit failed")
+        raise PublishOutcomeUnknown("the commit's reply was lost and PostgreSQL could not tell")
+
+    async def _landed(
+        self, key: str, backend_pid: int | None, timeout_s: float
+    ) -> dict[tuple[str, int], int] | None:
+        """The flush's bases when committed, ``{}`` when certainly not, ``None`` if still running."""
+        async with self.pool.connection(timeout=timeout_s) as conn, autocommit(conn):
+            if backend_pid is not None:
+                ended = await (
+                    await conn.execute(q.END_LOST_COMMIT, {"pid": backend_pid})
+                ).fetchone()
+                if ended is not None and not ended["ended"]:
+                    return None
+            rows = await (
+                await conn.execute(q.SELECT_BLOCKS_OF_OBJECT, {"object_key": key})
+            ).fetchall()
+        return {(row["topic_id"], row["partition"]): row["base_offset"] for row in rows}
 
     async def _settle_conflict(self, publishes: list[_Publish], conflict: _Rollback) -> None:
         for publish in publishes:
@@ -507,6 +603,19 @@ def _commit_params(key: str, size: int, refs: list[BlockRef], layout: _Layout) -
     }
 
 
+def _rolled_back(exc: psycopg.Error, conn: psycopg.AsyncConnection[Any]) -> bool:
+    """Whether PostgreSQL itself answered ``exc`` for the statement, so it certainly rolled back.
+
+    No SQLSTATE, a broken or closed connection, or a connection/shutdown/system class error
+    (the server may have died after committing) leave the outcome unknown; a statement timeout
+    (57014) is answered before any commit.
+    """
+    state = exc.sqlstate
+    if state is None or conn.broken or conn.closed:
+        return False
+    return state == "57014" or state[:2] not in _OUTCOME_UNKNOWN_CLASSES
+
+
 def _conflict_of(exc: psycopg.Error) -> _Rollback | None:
     """The flush conflict ``qc_commit_flush`` raised, if that is what ``exc`` is."""
     detail = exc.diag.message_detail or ""
@@ -536,6 +645,11 @@ def _assign(
 
 
 # --- futures ----------------------------------------------------------------------------------
+
+
+def _waiting(publishes: list[_Publish]) -> int:
+    """How many entries of ``publishes`` still need an offset."""
+    return sum(1 for publish in publishes for _ in publish.unresolved())
 
 
 def _succeed(publishes: list[_Publish]) -> None:

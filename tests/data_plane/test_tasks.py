@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +12,7 @@ from litestar.testing import TestClient
 
 from core.db import connect
 from data_plane import tasks
+from data_plane.write.writer import segment_key
 from infra.celery_app import celery_app
 from tests.data_plane.stored import (
     commit_segment,
@@ -106,10 +106,10 @@ def test_orphans_past_the_grace_period_are_deleted_young_and_committed_ones_kept
     emptied = commit_segment(url, store, {(topic.id, 0): messages(1)})
     with connect(url) as conn:  # blocks dropped, object delete never happened (a crash)
         conn.execute("DELETE FROM segment_blocks WHERE object_key = %s", (emptied,))
-    old_orphan = f"segments/orphan-{secrets.token_hex(6)}.seg"
+    old_orphan = segment_key()  # keys as the writer names them (the GC lists by their hour)
     store.put(old_orphan, b"written, never committed")
     time.sleep(grace_s + 1.5)
-    young_orphan = f"segments/orphan-{secrets.token_hex(6)}.seg"
+    young_orphan = segment_key()
     store.put(young_orphan, b"a flush still committing")
 
     report = on_worker("data_plane.collect_orphans", grace_s=grace_s)

@@ -1,0 +1,91 @@
+"""Maintenance that a fault cuts short is retried, not skipped until the next beat.
+
+The orphan GC task runs (eagerly, in this process) against the real SeaweedFS wrapped in a
+:class:`FaultyObjectStore` whose first listings fail as an S3 outage would.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from typing import Any
+
+import pytest
+
+from data_plane import tasks
+from data_plane.faults import FaultyObjectStore
+from data_plane.maintenance.cleanup import list_objects
+from data_plane.write.writer import segment_key
+from tests.data_plane.stored import exists, object_store
+from tests.support.services import Services
+
+
+def test_an_orphan_gc_run_failed_by_s3_is_retried_and_deletes_the_orphan(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = object_store()
+    orphan = f"segments/orphan-{secrets.token_hex(6)}.seg"
+    real.put(orphan, b"written, never committed")
+    time.sleep(2.5)
+    faulty = FaultyObjectStore(real)
+    faulty.fail_next("list_keys", 2)  # two runs lost to an S3 outage
+    monkeypatch.setattr(tasks, "_object_store", lambda: faulty)
+
+    result = tasks.collect_orphans.apply(kwargs={"grace_s": 2})
+
+    assert result.successful(), result.traceback
+    assert result.get()["objectsDeleted"] >= 1
+    assert faulty.failures["list_keys"] == 2
+    assert not exists(real, orphan)
+
+
+def test_a_maintenance_run_gives_up_after_its_retries_and_says_why(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    faulty = FaultyObjectStore(object_store())
+    faulty.fail_always("list_keys")
+    monkeypatch.setattr(tasks, "_object_store", lambda: faulty)
+
+    result = tasks.collect_orphans.apply(kwargs={"grace_s": 2})
+
+    assert result.failed()
+    assert "injected list_keys failure" in str(result.result)
+    assert faulty.failures["list_keys"] == 1 + tasks.RETRIED_ON_OUTAGE["max_retries"]
+
+
+class RecordingLists:
+    """The real object store, remembering the prefix of every listing."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.prefixes: list[str] = []
+
+    def list_objects(self, prefix: str = "") -> list[Any]:
+        self.prefixes.append(prefix)
+        return list_objects(self.real, prefix)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_orphan_collection_lists_only_the_hours_since_its_last_run(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recording = RecordingLists(object_store())
+    monkeypatch.setattr(tasks, "_object_store", lambda: recording)
+    tasks.collect_orphans(grace_s=2)  # the first run of a day may list everything
+    orphan = segment_key()
+    recording.real.put(orphan, b"written, never committed")
+    time.sleep(2.5)
+    recording.prefixes.clear()
+
+    report = tasks.collect_orphans(grace_s=2)
+
+    assert report["objectsDeleted"] >= 1
+    assert not exists(recording.real, orphan)
+    assert recording.prefixes, "nothing listed"
+    assert all(re.fullmatch(r"segments/\d{4}/\d\d/\d\d/\d\d/", p) for p in recording.prefixes), (
+        recording.prefixes
+    )
+    assert len(recording.prefixes) <= 2  # this hour (and the previous one just after it turns)
