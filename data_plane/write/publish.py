@@ -33,8 +33,7 @@ import struct
 import time
 import zlib
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 import msgspec
 
@@ -56,6 +55,8 @@ from data_plane.write.writer import (
     Placement,
     SegmentWriter,
     TopicTarget,
+    consume_exception,
+    epoch_ms,
 )
 from observability import metrics
 from tenants import service as tenants
@@ -70,7 +71,6 @@ _LOW_RANGE = 62**4
 _BASE62_PAIRS = [high + low for high in BASE62 for low in BASE62]
 ROUTE_TTL_S = 2.0
 MAX_CACHED_ROUTES = 100_000
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 # --- message ids and partitioning --------------------------------------------------------------
@@ -372,7 +372,7 @@ class PublishService:
             ).fetchall()
         return {
             row["idempotency_key"]: Placement(
-                row["partition"], row["offset"], _ms(row["published_at"])
+                row["partition"], row["offset"], epoch_ms(row["published_at"])
             )
             for row in rows
         }
@@ -438,7 +438,7 @@ class _IdempotentWrite:
             else:
                 self.owned[key] = index
                 future: asyncio.Future[Placement] = asyncio.get_running_loop().create_future()
-                future.add_done_callback(_consume_exception)
+                future.add_done_callback(consume_exception)
                 inflight[(topic_id, key)] = future
                 to_write.append(index)
         return to_write
@@ -481,12 +481,3 @@ def _check_batch_size(count: int, route: TopicRoute) -> None:
         raise QuotaExceeded(
             "messages", f"a batch of {count} messages", str(limit), count, limit, route.tier
         )
-
-
-def _consume_exception(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
-
-
-def _ms(moment: datetime) -> int:
-    return (moment - _EPOCH) // timedelta(milliseconds=1)

@@ -289,7 +289,7 @@ class SegmentWriter:
         future: asyncio.Future[list[Placement]] = asyncio.get_running_loop().create_future()
         # A client that disconnects cancels its request, never a flush already started; a
         # publish still waiting for its flush is abandoned (:meth:`_abandon`).
-        future.add_done_callback(_consume_exception)
+        future.add_done_callback(consume_exception)
         size = sum(map(entry_size, entries)) if size_bytes is None else size_bytes
         publish = _Publish(topic, entries, future, size)
         self._pending.append(publish)
@@ -548,7 +548,7 @@ class SegmentWriter:
             ).fetchall()
         return {
             (row["topic_id"], row["idempotency_key"]): Placement(
-                row["partition"], row["offset"], _ms(row["published_at"])
+                row["partition"], row["offset"], epoch_ms(row["published_at"])
             )
             for row in rows
         }
@@ -670,7 +670,8 @@ def _set_exception(future: asyncio.Future[Any], exc: BaseException) -> None:
         future.set_exception(exc)
 
 
-def _consume_exception(future: asyncio.Future[Any]) -> None:
+def consume_exception(future: asyncio.Future[Any]) -> None:
+    """A done-callback that retrieves a future's exception, so asyncio does not log it unread."""
     if not future.cancelled():
         future.exception()
 
@@ -679,5 +680,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 
 
-def _ms(moment: datetime) -> int:
+def epoch_ms(moment: datetime) -> int:
+    """Milliseconds since the Unix epoch."""
     return (moment - _EPOCH) // _MS
