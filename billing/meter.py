@@ -18,15 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from billing import queries as q
-from core.settings import int_setting
 from observability.logging import get_logger
 
 log = get_logger("queuecore.billing")
@@ -50,24 +47,6 @@ class HourlyUsage(NamedTuple):
     publish_requests: int = 0
     consume_requests: int = 0
     admin_requests: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class MeterSettings:
-    """How often the API processes flush their meters (``QUEUECORE_USAGE_FLUSH_S``)."""
-
-    flush_s: int = 5
-
-    @classmethod
-    def from_env(cls) -> MeterSettings:
-        """Read and validate: 1 s to 5 min (the most a crash may lose)."""
-        return cls(int_setting("USAGE_FLUSH_S", 5, 1, 300))
-
-
-@functools.cache
-def meter_settings() -> MeterSettings:
-    """The process's meter settings."""
-    return MeterSettings.from_env()
 
 
 class UsageMeter:

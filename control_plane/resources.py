@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 from litestar import Litestar
 from litestar.di import Provide
 
-from billing.meter import MeterFlusher, UsageMeter, meter_settings
+from billing.meter import MeterFlusher, UsageMeter
 from core import settings
 from core.db import AsyncPool, async_pool
 from core.object_store import ObjectStore
@@ -38,7 +38,7 @@ class Resources:
                 settings.redis().url, socket_timeout=2, socket_connect_timeout=2
             ),
             objects=metered_store(settings.object_store()),
-            usage=MeterFlusher(UsageMeter(), db.connection, meter_settings().flush_s),
+            usage=MeterFlusher(UsageMeter(), db.connection, settings.meter().flush_s),
         )
 
     async def open(self) -> None:

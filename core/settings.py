@@ -17,6 +17,9 @@ from urllib.parse import unquote, urlsplit
 PREFIX = "QUEUECORE_"
 
 
+MiB = 1024 * 1024
+
+
 class SettingsError(Exception):
     """A setting is missing or malformed; the message names the variable."""
 
@@ -47,11 +50,6 @@ def _int(name: str, default: int, low: int, high: int, env: Mapping[str, str] | 
     if not low <= value <= high:
         raise SettingsError(PREFIX + name, f"must be between {low} and {high}, got {value}")
     return value
-
-
-def int_setting(name: str, default: int, low: int, high: int) -> int:
-    """An integer ``QUEUECORE_<name>`` within ``low..high`` (for settings owned by a domain package)."""
-    return _int(name, default, low, high)
 
 
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
@@ -354,7 +352,170 @@ def webhooks() -> WebhookSettings:
     return WebhookSettings.from_env()
 
 
+@dataclass(frozen=True, slots=True)
+class WriterSettings:
+    """Linger per latency class and the flush size cap (``QUEUECORE_WRITER_*``)."""
+
+    linger_ms: int
+    standard_linger_ms: int
+    max_segment_bytes: int
+    resolve_ms: int = 3_000
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> WriterSettings:
+        """Read and validate."""
+        linger = _int("WRITER_LINGER_MS", 0, 0, 1_000, env)
+        standard = _int("WRITER_STANDARD_LINGER_MS", 150, 0, 10_000, env)
+        if standard < linger:
+            raise SettingsError(
+                PREFIX + "WRITER_STANDARD_LINGER_MS",
+                f"must be at least QUEUECORE_WRITER_LINGER_MS ({linger}), got {standard}",
+            )
+        return cls(
+            linger_ms=linger,
+            standard_linger_ms=standard,
+            max_segment_bytes=_int(
+                "WRITER_MAX_SEGMENT_BYTES", 8 * 1024 * 1024, 64 * 1024, 1024 * 1024 * 1024, env
+            ),
+            resolve_ms=_int("WRITER_RESOLVE_MS", 3_000, 0, 60_000, env),
+        )
+
+    def linger_s(self, latency_class: str) -> float:
+        """How long a publish of ``latency_class`` may wait for company (see ``_due_at``)."""
+        ms = self.standard_linger_ms if latency_class == "standard" else self.linger_ms
+        return ms / 1000
+
+
+@functools.cache
+def writer() -> WriterSettings:
+    """The process's writer settings."""
+    return WriterSettings.from_env()
+
+
+@dataclass(frozen=True, slots=True)
+class MeterSettings:
+    """How often the API processes flush their meters (``QUEUECORE_USAGE_FLUSH_S``)."""
+
+    flush_s: int = 5
+
+    @classmethod
+    def from_env(cls) -> MeterSettings:
+        """Read and validate: 1 s to 5 min (the most a crash may lose)."""
+        return cls(_int("USAGE_FLUSH_S", 5, 1, 300))
+
+
+@functools.cache
+def meter() -> MeterSettings:
+    """The process's meter settings."""
+    return MeterSettings.from_env()
+
+
+# local, local[4], local[*], local[4,2] (with task retries), or a cluster manager's URL.
+_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|(spark|k8s|mesos)://\S+|yarn)$")
+
+
+@dataclass(frozen=True, slots=True)
+class SparkSettings:
+    """Where Spark runs and how many partitions its shuffles make."""
+
+    master: str = "local[*]"
+    shuffle_partitions: int = 4
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SparkSettings:
+        """Read and validate ``QUEUECORE_SPARK_MASTER`` and ``QUEUECORE_SPARK_SHUFFLE_PARTITIONS``."""
+        source = os.environ if env is None else env
+        master = source.get(PREFIX + "SPARK_MASTER") or "local[*]"
+        if not _MASTER.match(master):
+            raise SettingsError(
+                PREFIX + "SPARK_MASTER",
+                f"must be local, local[N], local[*] or a spark://, k8s:// or yarn master, got {master!r}",
+            )
+        return cls(master, _partitions(source.get(PREFIX + "SPARK_SHUFFLE_PARTITIONS") or "4"))
+
+    @property
+    def local(self) -> bool:
+        """Whether the executors run in this process's JVM, on this machine."""
+        return self.master.startswith("local")
+
+
+def _partitions(raw: str) -> int:
+    # A lag window is small: Spark's default of 200 shuffle partitions would be 200 tiny tasks.
+    variable = PREFIX + "SPARK_SHUFFLE_PARTITIONS"
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(variable, f"must be an integer, got {raw!r}") from None
+    if not 1 <= value <= 10_000:
+        raise SettingsError(variable, f"must be between 1 and 10000, got {value}")
+    return value
+
+
+@functools.cache
+def spark() -> SparkSettings:
+    """The process's Spark settings."""
+    return SparkSettings.from_env()
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionSettings:
+    """Which blocks are merged, and how big an output object gets (``QUEUECORE_COMPACTION_*``)."""
+
+    min_age_s: int = 600
+    small_object_bytes: int = 4 * MiB
+    target_bytes: int = 32 * MiB
+    max_blocks: int = 200_000
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> CompactionSettings:
+        """Read and validate."""
+        return cls(
+            min_age_s=_int("COMPACTION_MIN_AGE_S", 600, 0, 30 * 86_400, env),
+            small_object_bytes=_int("COMPACTION_SMALL_OBJECT_BYTES", 4 * MiB, 1, 1024 * MiB, env),
+            target_bytes=_int("COMPACTION_TARGET_BYTES", 32 * MiB, 1, 1024 * MiB, env),
+            max_blocks=_int("COMPACTION_MAX_BLOCKS", 200_000, 2, 10_000_000, env),
+        )
+
+
+@functools.cache
+def compaction() -> CompactionSettings:
+    """The process's compaction settings."""
+    return CompactionSettings.from_env()
+
+
+DEFAULT_READ_CACHE_MAX_BYTES = 256 * MiB
+
+
+@functools.cache
+def read_cache_max_bytes() -> int:
+    """``QUEUECORE_READ_CACHE_MAX_BYTES`` (default 256 MiB; 0 turns the cache off)."""
+    return _int("READ_CACHE_MAX_BYTES", DEFAULT_READ_CACHE_MAX_BYTES, 0, 1 << 40)
+
+
+DEFAULT_ORPHAN_GRACE_S = 15 * 60
+
+
+@functools.cache
+def orphan_grace_s() -> int:
+    """``QUEUECORE_ORPHAN_GRACE_S``: how old an unreferenced object must be to be deleted."""
+    return _int("ORPHAN_GRACE_S", DEFAULT_ORPHAN_GRACE_S, 0, 30 * 86_400)
+
+
 def clear_caches() -> None:
     """Forget cached settings (tests change the environment)."""
-    for loader in (database, object_store, redis, http, logs, telemetry, webhooks):
+    for loader in (
+        database,
+        object_store,
+        redis,
+        http,
+        logs,
+        telemetry,
+        webhooks,
+        writer,
+        meter,
+        spark,
+        compaction,
+        read_cache_max_bytes,
+        orphan_grace_s,
+    ):
         loader.cache_clear()

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from core import settings
 from core.db import AsyncPool, Conn
 from core.object_store import ObjectStore
+from core.settings import WriterSettings
 from data_plane import delivery
 from data_plane.delivery import GroupRef, GroupRefCache, Pulled
 from data_plane.groups.service import GroupTopicNotFound, MemberNotFound
 from data_plane.read import reader as read_path
-from data_plane.read.cache import BlockCache, cache_max_bytes_from_env
+from data_plane.read.cache import BlockCache
 from data_plane.read.notify import PublishListener
 from data_plane.read.reader import ReadResult, SegmentReader, TopicRef
 from data_plane.write.publish import PublishService, UsageSink
 from data_plane.write.segment import Message
-from data_plane.write.writer import SegmentWriter, WriterSettings, writer_settings
+from data_plane.write.writer import SegmentWriter
 
 
 def message_bytes(messages: Iterable[Message]) -> int:
@@ -53,9 +55,9 @@ class DataPlane:
         self.db = db
         self.objects = objects
         self.usage = usage
-        size = cache_max_bytes_from_env() if cache_max_bytes is None else cache_max_bytes
+        size = settings.read_cache_max_bytes() if cache_max_bytes is None else cache_max_bytes
         self.cache = BlockCache(size)
-        self.writer = SegmentWriter(db, objects, writer_config or writer_settings())
+        self.writer = SegmentWriter(db, objects, writer_config or settings.writer())
         self.writer.subscribe(self.cache.put_committed)
         self.reader = SegmentReader(objects, self.cache)
         self.listener = PublishListener(database_url)

@@ -72,7 +72,7 @@ def delete_topic_data(topic_id: str | None = None) -> dict[str, int]:
 @shared_task(name="data_plane.collect_orphans", **RETRIED_ON_OUTAGE)
 def collect_orphans(grace_s: int | None = None) -> dict[str, int]:
     """Delete segment objects never committed or no longer referenced, older than the grace."""
-    grace = cleanup.orphan_grace_s_from_env() if grace_s is None else grace_s
+    grace = settings.orphan_grace_s() if grace_s is None else grace_s
     return run_cleanup(lambda conn, objects: cleanup.collect_orphans(conn, objects, grace))
 
 

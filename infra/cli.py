@@ -19,11 +19,9 @@ def _serve(args: argparse.Namespace) -> int:
     settings.redis()
     settings.webhooks()
     settings.telemetry()  # exported from each server process (control_plane.app)
-    from billing.meter import meter_settings
-    from data_plane.write.writer import writer_settings
 
-    writer_settings()
-    meter_settings()
+    settings.writer()
+    settings.meter()
     workers = args.workers or http.workers
     uvicorn.run(
         "control_plane.app:create_server_app",

@@ -42,9 +42,8 @@ from pyspark.sql import SparkSession
 from core import settings
 from core.db import connect
 from core.object_store import S3ObjectStore
-from core.settings import ObjectStoreSettings, SettingsError, _int
+from core.settings import CompactionSettings, ObjectStoreSettings, SettingsError
 from data_plane.maintenance import compaction_queries as q
-from data_plane.maintenance.cleanup import orphan_grace_s_from_env
 from data_plane.read.reader import BlockRow, verified_block
 from data_plane.write.segment import Message, decode_segment, encode_segment
 from observability.logging import get_logger
@@ -53,30 +52,9 @@ from spark_pipelines.session import build_session
 
 APP_NAME = "queuecore-compaction"
 COMPACTED_PREFIX = "segments/compacted/"
-MiB = 1024 * 1024
 # The partition row is the writer's sequencer lock: a swap waits for it this long, then gives up.
 LOCK_TIMEOUT = "5s"
 log = get_logger("queuecore.compaction")
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionSettings:
-    """Which blocks are merged, and how big an output object gets (``QUEUECORE_COMPACTION_*``)."""
-
-    min_age_s: int = 600
-    small_object_bytes: int = 4 * MiB
-    target_bytes: int = 32 * MiB
-    max_blocks: int = 200_000
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> CompactionSettings:
-        """Read and validate."""
-        return cls(
-            min_age_s=_int("COMPACTION_MIN_AGE_S", 600, 0, 30 * 86_400, env),
-            small_object_bytes=_int("COMPACTION_SMALL_OBJECT_BYTES", 4 * MiB, 1, 1024 * MiB, env),
-            target_bytes=_int("COMPACTION_TARGET_BYTES", 32 * MiB, 1, 1024 * MiB, env),
-            max_blocks=_int("COMPACTION_MAX_BLOCKS", 200_000, 2, 10_000_000, env),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,9 +313,9 @@ def _replace(
 
 def run_cli(args: argparse.Namespace) -> int:
     """Run once on a session built from the settings; print the report as one JSON line."""
-    config = _overridden(CompactionSettings.from_env(), args)
+    config = _overridden(settings.compaction(), args)
     database_url, store = settings.database().url, settings.object_store()
-    grace_s = orphan_grace_s_from_env()
+    grace_s = settings.orphan_grace_s()
     spark = build_session(APP_NAME)
     try:
         report = run(spark, database_url, store, config, grace_s, args.topic_id or None)

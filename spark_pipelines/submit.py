@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spark_pipelines.session import SparkSettings
+from core.settings import SparkSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -24,13 +24,13 @@ from typing import Any
 from celery import shared_task
 
 from billing import queries as usage_queries
+from core import settings
 from core.errors import ServerError, ValidationFailed
 from core.worker import task_connection
 from data_plane.groups import lag_queries
 from data_plane.maintenance import compaction_queries
 from observability.logging import get_logger
 from spark_pipelines.cli import current_month, default_window, month, timestamp
-from spark_pipelines.session import SparkSettings
 from spark_pipelines.submit import job_command
 
 # Below the beat interval (5 min), so a stuck run ends before the next one starts.
@@ -128,9 +128,8 @@ def run_compaction(
     if importlib.util.find_spec("pyspark") is None:
         log.warning("spark_job_skipped", job="compaction", reason="pyspark is not installed")
         return {"skipped": "pyspark is not installed"}
-    from spark_pipelines.compaction import CompactionSettings
 
-    config = CompactionSettings.from_env()
+    config = settings.compaction()
     min_age_s = config.min_age_s if min_age_s is None else min_age_s
     if not asyncio.run(_has_compaction_candidates(config.small_object_bytes, min_age_s)):
         return {"skipped": "nothing to compact"}
@@ -150,7 +149,7 @@ async def _has_compaction_candidates(small_object_bytes: int, min_age_s: int) ->
 def submit(module: str, args: list[str], timeout_s: float = JOB_TIMEOUT_S) -> dict[str, Any]:
     """Run a job module in a child process (``spark-submit`` on a cluster master); its report
     (the last line it prints, JSON)."""
-    command = job_command(module, args, SparkSettings.from_env())
+    command = job_command(module, args, settings.spark())
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=timeout_s, check=False

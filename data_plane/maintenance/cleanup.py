@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from core.db import Conn
 from core.object_store import ListedObject, ObjectStore
-from core.settings import int_setting
+from core.settings import DEFAULT_ORPHAN_GRACE_S
 from data_plane.groups import queries as group_queries
 from data_plane.read import queries as q
 from observability.logging import get_logger
@@ -26,16 +26,10 @@ from observability.logging import get_logger
 log = get_logger("queuecore.cleanup")
 
 SEGMENTS_PREFIX = "segments/"
-DEFAULT_ORPHAN_GRACE_S = 15 * 60
 FULL_LISTING_EVERY = timedelta(days=1)
 ORPHAN_CURSOR = "orphan_gc"
 _HOUR = timedelta(hours=1)
 _KEYS_PER_QUERY = 1000
-
-
-def orphan_grace_s_from_env() -> int:
-    """``QUEUECORE_ORPHAN_GRACE_S``: how old an unreferenced object must be to be deleted."""
-    return int_setting("ORPHAN_GRACE_S", DEFAULT_ORPHAN_GRACE_S, 0, 30 * 86_400)
 
 
 class ListsObjects(Protocol):

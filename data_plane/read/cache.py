@@ -14,20 +14,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from core.settings import int_setting
+from core.settings import DEFAULT_READ_CACHE_MAX_BYTES
 from data_plane.write.segment import Message
 
 BlockKey = tuple[str, int, int]
 # Big enough that a group draining a backlog just written reads it from memory, not S3 again.
-DEFAULT_CACHE_MAX_BYTES = 256 * 1024 * 1024
 # Python object overhead of a decoded Message (dataclass, bytes objects, headers dict): counted
 # so that many tiny messages cannot grow the cache far past its bound.
 _MESSAGE_OVERHEAD_BYTES = 200
-
-
-def cache_max_bytes_from_env() -> int:
-    """``QUEUECORE_READ_CACHE_MAX_BYTES`` (default 256 MiB; 0 turns the cache off)."""
-    return int_setting("READ_CACHE_MAX_BYTES", DEFAULT_CACHE_MAX_BYTES, 0, 1 << 40)
 
 
 def block_size_bytes(messages: Sequence[Message]) -> int:
@@ -69,7 +63,7 @@ class CacheStats:
 class BlockCache:
     """Thread-safe LRU of decoded blocks whose total estimated size stays within ``max_bytes``."""
 
-    def __init__(self, max_bytes: int = DEFAULT_CACHE_MAX_BYTES) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_READ_CACHE_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
         self._entries: OrderedDict[BlockKey, tuple[tuple[Message, ...], int]] = OrderedDict()
         self._size_bytes = 0

@@ -39,12 +39,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import math
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -55,7 +54,7 @@ import psycopg_pool
 
 from core.db import AsyncPool, autocommit
 from core.object_store import ObjectStore
-from core.settings import PREFIX, SettingsError, _int
+from core.settings import WriterSettings
 from data_plane.errors import PublishOutcomeUnknown, PublishUnavailable, TopicNotFound
 from data_plane.topics import queries as q
 from data_plane.write.segment import BlockRef, Message, SegmentBuilder
@@ -72,46 +71,6 @@ INLINE_ENCODE_BYTES = 64 * 1024  # smaller flushes encode on the event loop, lar
 MESSAGE_OVERHEAD_BYTES = 20  # per-message columns in a block (timestamp, lengths)
 RESOLVE_RETRY_S = 0.2  # between attempts to learn a lost commit's outcome
 _OUTCOME_UNKNOWN_CLASSES = frozenset({"08", "57", "58", "XX"})  # SQLSTATE classes
-
-
-@dataclass(frozen=True, slots=True)
-class WriterSettings:
-    """Linger per latency class and the flush size cap (``QUEUECORE_WRITER_*``)."""
-
-    linger_ms: int
-    standard_linger_ms: int
-    max_segment_bytes: int
-    resolve_ms: int = 3_000
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> WriterSettings:
-        """Read and validate."""
-        linger = _int("WRITER_LINGER_MS", 0, 0, 1_000, env)
-        standard = _int("WRITER_STANDARD_LINGER_MS", 150, 0, 10_000, env)
-        if standard < linger:
-            raise SettingsError(
-                PREFIX + "WRITER_STANDARD_LINGER_MS",
-                f"must be at least QUEUECORE_WRITER_LINGER_MS ({linger}), got {standard}",
-            )
-        return cls(
-            linger_ms=linger,
-            standard_linger_ms=standard,
-            max_segment_bytes=_int(
-                "WRITER_MAX_SEGMENT_BYTES", 8 * 1024 * 1024, 64 * 1024, 1024 * 1024 * 1024, env
-            ),
-            resolve_ms=_int("WRITER_RESOLVE_MS", 3_000, 0, 60_000, env),
-        )
-
-    def linger_s(self, latency_class: str) -> float:
-        """How long a publish of ``latency_class`` may wait for company (see ``_due_at``)."""
-        ms = self.standard_linger_ms if latency_class == "standard" else self.linger_ms
-        return ms / 1000
-
-
-@functools.cache
-def writer_settings() -> WriterSettings:
-    """The process's writer settings."""
-    return WriterSettings.from_env()
 
 
 class Entry(NamedTuple):

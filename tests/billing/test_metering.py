@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from litestar.testing import TestClient
 
-from billing.meter import HourlyUsage, MeterFlusher, UsageMeter, meter_settings
+from billing.meter import HourlyUsage, MeterFlusher, UsageMeter
 from core import settings
 from core.db import async_pool
 from tenants import service as tenants
@@ -208,10 +208,10 @@ def test_a_failed_flush_keeps_its_counts_for_the_next_one(services: Services) ->
 def slow_flushes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """An app whose meter would flush only every 5 minutes."""
     monkeypatch.setenv("QUEUECORE_USAGE_FLUSH_S", "300")
-    meter_settings.cache_clear()
+    settings.meter.cache_clear()
     yield
     monkeypatch.undo()
-    meter_settings.cache_clear()
+    settings.meter.cache_clear()
 
 
 def test_shutdown_flushes_what_the_interval_has_not(

@@ -18,7 +18,8 @@ import pytest
 from core import settings
 from core.db import async_pool
 from core.object_store import S3ObjectStore
-from data_plane.write.writer import SegmentWriter, WriterSettings
+from core.settings import WriterSettings
+from data_plane.write.writer import SegmentWriter
 from infra.embedded import free_port_block
 from tests.data_plane.test_writer import entries, index_rows, new_topic
 from tests.support.processes import http_status, queuecore, stop, wait_for

@@ -17,8 +17,9 @@ from litestar.testing import TestClient
 from core import settings
 from core.db import async_pool, connect
 from core.object_store import S3ObjectStore
+from core.settings import WriterSettings
 from data_plane.errors import PublishOutcomeUnknown, PublishUnavailable
-from data_plane.write.writer import SegmentWriter, WriterSettings
+from data_plane.write.writer import SegmentWriter
 from tests.data_plane.test_writer import entries, index_rows, new_topic, next_offsets
 from tests.support.db_faults import LostReplyPool
 from tests.support.services import Services

@@ -16,19 +16,12 @@ import pytest
 from core import settings
 from core.db import async_pool, connect
 from core.object_store import S3ObjectStore
-from core.settings import SettingsError
+from core.settings import SettingsError, WriterSettings
 from data_plane.errors import PublishUnavailable, TopicNotFound
 from data_plane.topics import service as topic_service
 from data_plane.write import writer as writer_module
 from data_plane.write.segment import Message, decode_segment
-from data_plane.write.writer import (
-    CommittedBlock,
-    Entry,
-    Placement,
-    SegmentWriter,
-    TopicTarget,
-    WriterSettings,
-)
+from data_plane.write.writer import CommittedBlock, Entry, Placement, SegmentWriter, TopicTarget
 from tests.support.services import Services
 from tests.support.tenancy import new_organisation, run_in_tx
 

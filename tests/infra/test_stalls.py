@@ -20,9 +20,9 @@ import pytest
 from core import settings
 from core.db import async_pool, connect
 from core.object_store import S3ObjectStore
-from core.settings import DatabaseSettings, ObjectStoreSettings
+from core.settings import DatabaseSettings, ObjectStoreSettings, WriterSettings
 from data_plane.errors import PublishUnavailable
-from data_plane.write.writer import SegmentWriter, WriterSettings
+from data_plane.write.writer import SegmentWriter
 from tests.data_plane.test_writer import entries, index_rows, new_topic, next_offsets
 from tests.support.services import Services
 
