@@ -22,6 +22,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	cd sdk/python && ../../$(BIN)/mypy  # the SDK, as Python 3.9
 
 test: lint
 	$(BIN)/pytest

@@ -1,4 +1,4 @@
-"""``QueueCore``: the client object, publishing, and the entry points to every resource."""
+"""``AsyncQueueCore``: the client object, publishing, and the entry points to every resource."""
 
 from __future__ import annotations
 
@@ -6,25 +6,27 @@ import logging
 import os
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Union
 
-from queuecore_sdk._http import Transport
-from queuecore_sdk.consumer import Consumer
-from queuecore_sdk.groups import ConsumerGroups, DeadLetters, Offsets
-from queuecore_sdk.models import (
+from queuecore._http import Transport
+from queuecore.consumer import AsyncConsumer, GroupSettings
+from queuecore.groups import AsyncConsumerGroups, AsyncDeadLetters, AsyncOffsets
+from queuecore.models import (
     BatchResult,
     DeadLetterPolicy,
     Duration,
     OutgoingMessage,
     PublishResult,
 )
-from queuecore_sdk.topics import Topics, path
+from queuecore.topics import AsyncTopics, path
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RETRIES = 3
 MAX_BATCH = 1000
-VERSION = "0.1.0"
+VERSION = "0.2.0"
+
+DeadLetterSettings = Union[DeadLetterPolicy, Mapping[str, Any]]
 
 
 def new_idempotency_key() -> str:
@@ -32,14 +34,20 @@ def new_idempotency_key() -> str:
     return f"sdk_{uuid.uuid4().hex}"
 
 
-class QueueCore:
-    """A client of one QueueCore environment (the API key's); safe to share between threads.
+def key_hint(key: str) -> str:
+    """What ``repr`` shows of a key: its last four characters only."""
+    return f"…{key[-4:]}" if len(key) > 15 else "…"
+
+
+class AsyncQueueCore:
+    """A client of one QueueCore environment (the API key's), for asyncio code.
 
     ``api_key`` and ``base_url`` default to ``QUEUECORE_API_KEY`` and ``QUEUECORE_URL``.
     ``timeout`` is in seconds. ``max_retries`` bounds the retries of one call (see the README
-    for which calls are retried). With ``idempotent_publish`` (the default) every published
-    message carries an idempotency key, generated when not given, so a publish retried after
-    a lost answer is never stored twice on an exactly-once topic.
+    for which calls are retried). ``logger`` receives one line per retry and per consumer
+    event. With ``idempotent_publish`` (the default) every published message carries an
+    idempotency key, generated once per call when not given and sent again on the call's
+    retries, so a publish retried after a lost answer is stored once on an exactly-once topic.
     """
 
     def __init__(
@@ -56,39 +64,38 @@ class QueueCore:
         if not key:
             raise ValueError("no API key: pass api_key= or set QUEUECORE_API_KEY")
         self.base_url = base_url or os.environ.get("QUEUECORE_URL") or DEFAULT_BASE_URL
-        self.logger = logger or logging.getLogger("queuecore_sdk")
+        self.logger = logger or logging.getLogger("queuecore")
         self.idempotent_publish = idempotent_publish
-        self._key_hint = f"{key[:11]}…{key[-4:]}" if len(key) > 15 else "…"
-        self._transport = Transport(
-            key, self.base_url, timeout, max_retries, self.logger, f"queuecore-sdk-python/{VERSION}"
-        )
-        self.topics = Topics(self._transport)
-        self.offsets = Offsets(self._transport)
-        self.consumer_groups = ConsumerGroups(self._transport, self.offsets)
-        self.dlq = DeadLetters(self._transport)
+        self._key_hint = key_hint(key)
+        agent = f"queuecore-python/{VERSION}"
+        self._transport = Transport(key, self.base_url, timeout, max_retries, self.logger, agent)
+        self.topics = AsyncTopics(self._transport)
+        self.offsets = AsyncOffsets(self._transport)
+        self.consumer_groups = AsyncConsumerGroups(self._transport, self.offsets)
+        self.dlq = AsyncDeadLetters(self._transport)
 
     def __repr__(self) -> str:
-        return f"QueueCore(base_url={self.base_url!r}, api_key={self._key_hint!r})"
+        return f"AsyncQueueCore(base_url={self.base_url!r}, api_key={self._key_hint!r})"
 
-    def __enter__(self) -> QueueCore:
+    async def __aenter__(self) -> AsyncQueueCore:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Close the pooled HTTP connections (consumers made by this client stop working)."""
-        self._transport.close()
+        await self._transport.close()
 
-    def health(self) -> dict[str, Any]:
+    async def health(self) -> dict[str, Any]:
         """``GET /healthz``: the API process answers (no key needed)."""
-        return dict(self._transport.request("GET", "/healthz", idempotent=True))
+        return dict(await self._transport.request("GET", "/healthz", idempotent=True))
 
-    def ready(self) -> dict[str, Any]:
+    async def ready(self) -> dict[str, Any]:
         """``GET /readyz``: PostgreSQL, S3 and Redis checks; :class:`Unavailable` when one fails."""
-        return dict(self._transport.request("GET", "/readyz", idempotent=True))
+        return dict(await self._transport.request("GET", "/readyz", idempotent=True))
 
-    def publish(
+    async def publish(
         self,
         topic: str,
         data: Any,
@@ -101,7 +108,7 @@ class QueueCore:
         message = self._outgoing(
             OutgoingMessage(data, key, dict(headers or {}) or None, idempotency_key)
         )
-        answer = self._transport.request(
+        answer = await self._transport.request(
             "POST",
             path("topics", topic, "messages"),
             json=message,
@@ -109,7 +116,9 @@ class QueueCore:
         )
         return PublishResult.from_wire(answer, message.get("idempotencyKey"))
 
-    def publish_batch(self, topic: str, messages: Iterable[OutgoingMessage | Any]) -> BatchResult:
+    async def publish_batch(
+        self, topic: str, messages: Iterable[OutgoingMessage | Any]
+    ) -> BatchResult:
         """Publish up to 1000 messages atomically: all get offsets in one commit, or none.
 
         An item that is an :class:`OutgoingMessage` brings its key, headers and idempotency
@@ -118,7 +127,7 @@ class QueueCore:
         wire = [self._outgoing(item) for item in messages]
         if not 1 <= len(wire) <= MAX_BATCH:
             raise ValueError(f"a batch holds 1 to {MAX_BATCH} messages, not {len(wire)}")
-        answer = self._transport.request(
+        answer = await self._transport.request(
             "POST",
             path("topics", topic, "messages", "batch"),
             json={"messages": wire},
@@ -134,34 +143,28 @@ class QueueCore:
         start_from: Literal["earliest", "latest"] | None = None,
         ack_timeout: Duration | None = None,
         max_in_flight: int | None = None,
-        dead_letter: DeadLetterPolicy | Mapping[str, Any] | None = None,
+        dead_letter: DeadLetterSettings | None = None,
         session_timeout: Duration | None = None,
         batch_size: int = 10,
         wait: float = 10.0,
-        stream: bool = False,
+        stream: bool = True,
         client_id: str | None = None,
-    ) -> Consumer:
+    ) -> AsyncConsumer:
         """A consumer in ``group``; it joins on ``start()``, ``run()`` or iteration.
 
-        ``start_from``, ``ack_timeout``, ``max_in_flight`` and ``dead_letter`` configure the
-        group first (admin scope; settings not given are kept). ``session_timeout`` is this
-        member's own. ``batch_size`` messages are leased per pull, which waits up to ``wait``
-        seconds for one; ``stream=True`` receives by Server-Sent Events instead.
+        ``start_from``, ``ack_timeout``, ``max_in_flight`` and ``dead_letter`` (``max_retries``,
+        ``retry_delay``, ``alert_threshold``) configure the group as it is joined (admin scope;
+        settings not given are kept). ``session_timeout`` is this member's own. Messages are
+        pushed over Server-Sent Events; with ``stream=False``, or on a server without the
+        stream, ``batch_size`` messages are leased per pull, which waits up to ``wait`` seconds.
         """
-        settings = (start_from, ack_timeout, max_in_flight, dead_letter)
-        if any(value is not None for value in settings):
-            self.consumer_groups.configure(
-                topic,
-                group,
-                start_from=start_from,
-                ack_timeout=ack_timeout,
-                max_in_flight=max_in_flight,
-                dead_letter=dead_letter,
-            )
-        return Consumer(
+        settings = GroupSettings(start_from, ack_timeout, max_in_flight, dead_letter)
+        return AsyncConsumer(
             self._transport,
+            self.consumer_groups,
             topic,
             group,
+            settings=settings,
             batch_size=batch_size,
             wait_s=wait,
             stream=stream,
