@@ -83,7 +83,7 @@ class ResetRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
 class DeliveredMessage(msgspec.Struct, rename="camel"):
     """A message leased to a member."""
 
-    id: str
+    message_id: str
     topic: str
     partition: int
     offset: int
