@@ -140,9 +140,7 @@ class AsyncMessage:
         await self._consumer.ack_ids([self.ack_id])
         self._consumer.settled(self)
 
-    async def nack(
-        self, error: str | None = None, retry_delay: Duration | None = None
-    ) -> bool:
+    async def nack(self, error: str | None = None, retry_delay: Duration | None = None) -> bool:
         """Fail the message: retried after ``retry_delay · 2^(attempt-1)``; True if dead-lettered."""
         dead = await self._consumer.nack_id(self.ack_id, error, retry_delay)
         self._consumer.settled(self)
@@ -457,9 +455,7 @@ class AsyncConsumer:
         )
         return dict(answer)
 
-    async def nack_id(
-        self, ack_id: str, error: str | None, retry_delay: Duration | None
-    ) -> bool:
+    async def nack_id(self, ack_id: str, error: str | None, retry_delay: Duration | None) -> bool:
         """``POST …/nack``; whether the message went to the dead-letter queue."""
         body: dict[str, Any] = {"ackId": ack_id, "error": error or ""}
         if retry_delay is not None:

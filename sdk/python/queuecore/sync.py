@@ -444,9 +444,7 @@ class QueueCore:
         )
         return self._loop.run(sent)
 
-    def publish_batch(
-        self, topic: str, messages: Iterable[OutgoingMessage | Any]
-    ) -> BatchResult:
+    def publish_batch(self, topic: str, messages: Iterable[OutgoingMessage | Any]) -> BatchResult:
         """Publish up to 1000 messages atomically: all get offsets in one commit, or none."""
         items = list(messages)
         return self._loop.run(self._async.publish_batch(topic, items))
