@@ -35,6 +35,18 @@ class SseParser:
         return event
 
 
+class LineSplitter:
+    """Feed it text as it arrives; whole lines (without their ``\n`` or ``\r\n``) come out."""
+
+    def __init__(self) -> None:
+        self._rest = ""
+
+    def feed(self, text: str) -> list[str]:
+        """The lines ``text`` completes."""
+        *lines, self._rest = (self._rest + text).split("\n")
+        return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def sse_events(lines: Iterable[str]) -> Iterator[Event]:
     """``(event type, data)`` per event of ``lines``."""
     parser = SseParser()

@@ -33,7 +33,7 @@ from typing import Any, Callable
 import httpx
 
 from queuecore._http import Transport, backoff_s
-from queuecore._sse import aiter_sse_events
+from queuecore._sse import LineSplitter, SseParser
 from queuecore.errors import (
     AckRejected,
     APIConnectionError,
@@ -52,9 +52,11 @@ MAX_BATCH_SIZE = 1000  # the API's maxMessages per pull
 MAX_WAIT_S = 30.0  # the API's longest long-poll (waitMs)
 EVENTS = ("message", "error", "connected", "disconnected", "reconnecting", "rebalanced")
 _TRANSIENT = (APIConnectionError, ServerError, RateLimited)
-_NO_STREAM = frozenset({404, 405, 406, 501})
+_NO_STREAM = frozenset({405, 406, 501})
 
 Callback = Callable[..., Any]
+_STOPPED = object()  # what a wait interrupted by stop() gives instead of a result
+_END = object()  # the end of a stream
 
 
 @dataclass(frozen=True)
@@ -363,13 +365,17 @@ class AsyncConsumer:
 
     async def _pull_once(self) -> list[AsyncMessage]:
         member_id = self._current().member_id
-        body = await self._transport.request(
-            "POST",
-            group_path(self.topic, self.group, "members", member_id, "pull"),
-            json={"maxMessages": self.batch_size, "waitMs": round(self.wait_s * 1000)},
-            idempotent=False,
-            timeout_s=self._transport.timeout_s + self.wait_s,
+        body = await self._until_stopped(
+            self._transport.request(
+                "POST",
+                group_path(self.topic, self.group, "members", member_id, "pull"),
+                json={"maxMessages": self.batch_size, "waitMs": round(self.wait_s * 1000)},
+                idempotent=False,
+                timeout_s=self._transport.timeout_s + self.wait_s,
+            )
         )
+        if body is _STOPPED:
+            return []  # what it leased comes back to the group when this member leaves
         await self._set_connected(True)
         return [AsyncMessage.from_wire(m, self, member_id) for m in body["messages"]]
 
@@ -381,15 +387,42 @@ class AsyncConsumer:
         ) as response:
             await self._set_connected(True)
             request_id = response.headers.get("x-request-id", "")
+            chunks, lines, events = response.aiter_text().__aiter__(), LineSplitter(), SseParser()
             try:
-                async for kind, data in aiter_sse_events(response.aiter_lines()):
-                    if kind == "error":
-                        raise error_from_event(json.loads(data), request_id)
-                    if kind == "message":
-                        yield AsyncMessage.from_wire(json.loads(data), self, member_id)
+                while True:
+                    chunk = await self._until_stopped(_next(chunks))
+                    if chunk is _STOPPED or chunk is _END:
+                        return
+                    for line in lines.feed(str(chunk)):
+                        delivered = self._from_event(events.feed(line), member_id, request_id)
+                        if delivered is not None:
+                            yield delivered
             except httpx.TransportError as exc:
                 message = f"the stream broke: {type(exc).__name__}: {exc}"
                 raise APIConnectionError("CONNECTION_ERROR", message, None, request_id) from exc
+
+    def _from_event(
+        self, event: tuple[str, str] | None, member_id: str, request_id: str
+    ) -> AsyncMessage | None:
+        """The message of a ``message`` event; an ``error`` event (the stream's last) raises."""
+        if event is None or event[0] not in ("message", "error"):
+            return None
+        kind, data = event
+        if kind == "error":
+            raise error_from_event(json.loads(data), request_id)
+        return AsyncMessage.from_wire(json.loads(data), self, member_id)
+
+    async def _until_stopped(self, work: Awaitable[Any]) -> Any:
+        """``work``'s result, or :data:`_STOPPED` (``work`` cancelled) if ``stop()`` comes first."""
+        task = asyncio.ensure_future(work)
+        stopping = asyncio.ensure_future(self._sig.stopping.wait())
+        try:
+            done, _ = await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not task.done():
+                task.cancel()
+        return task.result() if task in done else _STOPPED
 
     async def _recover(self, exc: QueueCoreError) -> None:
         """Rejoin when the member is gone, back off on transient errors, raise the rest."""
@@ -594,6 +627,14 @@ class AsyncConsumer:
                 self._log.exception("queuecore consumer %s callback failed", event)
 
 
+async def _next(chunks: AsyncIterator[str]) -> Any:
+    """The next chunk, or :data:`_END`."""
+    try:
+        return await chunks.__anext__()
+    except StopAsyncIteration:
+        return _END
+
+
 async def _call(callback: Callback, *args: Any) -> Any:
     """Call a plain function or a coroutine function alike."""
     result = callback(*args)
@@ -612,5 +653,10 @@ async def _wait_for_event(event: asyncio.Event, timeout_s: float) -> bool:
 
 
 def _no_stream(exc: QueueCoreError) -> bool:
-    """Whether opening the stream failed because this server has none (not a QueueCore 404)."""
-    return exc.status in _NO_STREAM and exc.code.startswith("HTTP_")
+    """Whether opening the stream failed because this server has no such route.
+
+    A missing route is a 404 with the generic code (or none), unlike ``MEMBER_NOT_FOUND``.
+    """
+    if exc.status == 404:
+        return exc.code == "NOT_FOUND" or exc.code.startswith("HTTP_")
+    return exc.status in _NO_STREAM

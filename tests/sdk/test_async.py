@@ -1,0 +1,108 @@
+"""``AsyncQueueCore`` itself: pull fallback, retried publishes, handler failures, events."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from queuecore import AsyncMessage, AsyncQueueCore
+
+from tenants.models import NewOrganisation
+from tests.support.http_faults import faulty_proxy
+
+pytestmark = pytest.mark.e2e
+
+
+def is_stream(method: str, path: str) -> bool:
+    """The SSE route."""
+    return method == "GET" and path.endswith("/stream")
+
+
+def is_publish(method: str, path: str) -> bool:
+    """The single-message publish route."""
+    return method == "POST" and path.endswith("/messages")
+
+
+async def collect(pq: AsyncQueueCore, topic: str, count: int, **options: object) -> list[int]:
+    """Consume ``count`` messages of ``topic`` (acking each) and return their data."""
+    got: list[int] = []
+    async with pq.consume(topic, "g", start_from="earliest", **options) as consumer:  # type: ignore[arg-type]
+        async for message in consumer:
+            got.append(message.data)
+            await message.ack()
+            if len(got) == count:
+                break
+    return got
+
+
+def test_a_consumer_falls_back_to_pulls_when_the_server_has_no_stream(
+    api: str, org: NewOrganisation
+) -> None:
+    async def scenario(url: str) -> list[int]:
+        async with AsyncQueueCore(org.keys["production"].secret, url) as pq:
+            await pq.topics.create("fallback", partitions=1)
+            await pq.publish_batch("fallback", [0, 1, 2])
+            return await asyncio.wait_for(collect(pq, "fallback", 3, wait=1.0), 30)
+
+    with faulty_proxy(api, is_stream, times=100, fail_with=501) as proxy:
+        assert asyncio.run(scenario(proxy.url)) == [0, 1, 2]
+    assert len(proxy.spoiled) == 1  # one refused stream, then pulls only
+    assert any(path.endswith("/pull") for _, path in proxy.received)
+
+
+def test_a_publish_answered_503_is_retried_with_its_key_and_stored_once(
+    api: str, org: NewOrganisation
+) -> None:
+    async def scenario(url: str) -> tuple[str | None, int]:
+        async with AsyncQueueCore(org.keys["production"].secret, url) as pq:
+            await pq.topics.create("retried", partitions=1)
+            sent = await pq.publish("retried", {"charge": 1})
+            depth = (await pq.topics.describe("retried")).stats
+            assert depth is not None
+            return sent.idempotency_key, depth.depth
+
+    with faulty_proxy(api, is_publish, times=1, fail_with=503) as proxy:
+        key, depth = asyncio.run(scenario(proxy.url))
+    assert key is not None and key.startswith("sdk_")
+    assert proxy.received.count(("POST", "/v1/topics/retried/messages")) == 2
+    assert depth == 1
+
+
+def test_a_failing_async_handler_nacks_with_its_error_text_into_the_dlq(
+    api: str, org: NewOrganisation
+) -> None:
+    async def scenario() -> tuple[list[str], str, int, list[int]]:
+        events: list[str] = []
+        async with AsyncQueueCore(org.keys["production"].secret, api) as pq:
+            await pq.topics.create("poison", partitions=1)
+            sent = await pq.publish("poison", {"amount": -1})
+            consumer = pq.consume(
+                "poison",
+                "g",
+                start_from="earliest",
+                dead_letter={"max_retries": 1, "retry_delay": "50ms"},
+            )
+            attempts: list[int] = []
+
+            @consumer.on_message
+            async def handle(message: AsyncMessage) -> None:
+                attempts.append(message.attempt)
+                raise ValueError("amount must be positive")
+
+            consumer.on("error", lambda exc: events.append(type(exc).__name__))
+            consumer.on("connected", lambda: events.append("connected"))
+            await consumer.start()
+            for _ in range(300):
+                page = await pq.dlq.inspect("poison", "g")
+                if page.depth:
+                    break
+                await asyncio.sleep(0.05)
+            await consumer.stop()
+            [dead] = page.messages
+            assert dead.message_id == sent.message_id
+            return events, dead.error, dead.attempts, attempts
+
+    events, error, dead_attempts, attempts = asyncio.run(scenario())
+    assert error == "ValueError: amount must be positive" and dead_attempts == 2
+    assert attempts == [1, 2]
+    assert events[0] == "connected" and events.count("ValueError") == 2
