@@ -106,3 +106,39 @@ def test_a_failing_async_handler_nacks_with_its_error_text_into_the_dlq(
     assert error == "ValueError: amount must be positive" and dead_attempts == 2
     assert attempts == [1, 2]
     assert events[0] == "connected" and events.count("ValueError") == 2
+
+
+def never(method: str, path: str) -> bool:
+    """Spoil nothing: the proxy only counts."""
+    return False
+
+
+def test_concurrent_handlers_share_ack_requests(api: str, org: NewOrganisation) -> None:
+    async def scenario(url: str) -> tuple[int, int]:
+        async with AsyncQueueCore(org.keys["production"].secret, url) as pq:
+            await pq.topics.create("busy", partitions=2)
+            await pq.publish_batch("busy", list(range(60)))
+            done, acked = asyncio.Event(), set()
+            consumer = pq.consume(
+                "busy", "g", start_from="earliest", stream=False, batch_size=30, wait=1.0
+            )
+
+            @consumer.on_message
+            async def handle(message: AsyncMessage) -> None:
+                await asyncio.sleep(0.05)  # slow work: the other handlers ack meanwhile
+                await message.ack()
+                acked.add(message.data)
+                if len(acked) == 60:
+                    done.set()
+
+            await consumer.start(concurrency=20)
+            await asyncio.wait_for(done.wait(), 30)
+            await consumer.stop()
+            lag = sum(o.lag for o in await pq.offsets.get("busy", "g"))
+            return len(acked), lag
+
+    with faulty_proxy(api, never) as proxy:
+        acked, lag = asyncio.run(scenario(proxy.url))
+    assert (acked, lag) == (60, 0)
+    ack_requests = sum(1 for method, path in proxy.received if path.endswith("/ack"))
+    assert 1 <= ack_requests <= 20, ack_requests  # 60 acks, far fewer requests

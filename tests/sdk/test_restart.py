@@ -21,6 +21,8 @@ from tests.support.services import Services
 
 pytestmark = pytest.mark.e2e
 
+SESSION_S = 2  # the consumer's session timeout: shorter than the outage
+
 
 class Server:
     """A ``queuecore serve`` process that can be killed and started again on its port."""
@@ -87,7 +89,7 @@ async def scenario(server: Server, key: str) -> tuple[Ledger, list[str], set[str
     async with AsyncQueueCore(key, server.url, timeout=5, max_retries=2) as pq:
         await pq.topics.create("restart", partitions=2, delivery="exactly-once")
         consumer = pq.consume(
-            "restart", "g", start_from="earliest", ack_timeout="3s", session_timeout="2s"
+            "restart", "g", start_from="earliest", ack_timeout="3s", session_timeout=SESSION_S
         )
         for name in ("connected", "disconnected", "reconnecting", "rebalanced"):
             consumer.on(name, lambda *_, name=name: events.append(name))
@@ -98,6 +100,7 @@ async def scenario(server: Server, key: str) -> tuple[Ledger, list[str], set[str
         await until(lambda: sent <= ledger.acked, 30, "the first 20 are acked")
         await asyncio.to_thread(server.kill)
         await until(lambda: "disconnected" in events, 30, "the consumer saw the stream break")
+        await asyncio.sleep(SESSION_S + 1)  # down for longer than the member's session
         await asyncio.to_thread(server.start)
         more = await pq.publish_batch("restart", range(20, 40))
         sent |= {r.message_id for r in more.results}

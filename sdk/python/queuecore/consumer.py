@@ -26,12 +26,11 @@ import logging
 import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Iterable
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Callable
 
 import httpx
 
+from queuecore._acks import AckBatcher
 from queuecore._http import Transport, backoff_s
 from queuecore._sse import LineSplitter, SseParser
 from queuecore.errors import (
@@ -44,7 +43,8 @@ from queuecore.errors import (
     error_from_event,
 )
 from queuecore.groups import AsyncConsumerGroups, group_path
-from queuecore.models import Duration, duration_wire, parse_time
+from queuecore.messages import AsyncMessage, GroupSettings, Membership
+from queuecore.models import Duration, duration_wire
 
 STREAM_READ_TIMEOUT_S = 45.0  # the server writes at least every 15 s on an idle stream
 JOIN_TIMEOUT_S = 30.0  # how long stop() waits for the message in hand, then for the tasks
@@ -57,100 +57,6 @@ _NO_STREAM = frozenset({405, 406, 501})
 Callback = Callable[..., Any]
 _STOPPED = object()  # what a wait interrupted by stop() gives instead of a result
 _END = object()  # the end of a stream
-
-
-@dataclass(frozen=True)
-class Membership:
-    """This consumer's identity in the group, its generation and partitions."""
-
-    member_id: str
-    generation_id: int
-    assignments: tuple[int, ...]
-    heartbeat_interval_s: float
-
-    @classmethod
-    def from_wire(cls, body: dict[str, Any]) -> Membership:
-        """Build from the join answer."""
-        return cls(
-            body["memberId"],
-            body["generationId"],
-            tuple(body["assignments"]),
-            body["heartbeatIntervalMs"] / 1000,
-        )
-
-
-@dataclass(frozen=True)
-class GroupSettings:
-    """Group settings given at consume time; applied (admin scope) before joining."""
-
-    start_from: str | None = None
-    ack_timeout: Duration | None = None
-    max_in_flight: int | None = None
-    dead_letter: Any = None
-
-    def given(self) -> bool:
-        """Whether any setting was given."""
-        values = (self.start_from, self.ack_timeout, self.max_in_flight, self.dead_letter)
-        return any(v is not None for v in values)
-
-
-@dataclass(eq=False)
-class AsyncMessage:
-    """A message leased to this consumer: settle it with :meth:`ack` or :meth:`nack`."""
-
-    message_id: str
-    topic: str
-    partition: int
-    offset: int
-    data: Any
-    key: str | None
-    headers: dict[str, str]
-    timestamp: datetime
-    attempt: int
-    ack_id: str
-    _consumer: AsyncConsumer = field(repr=False)
-    _member_id: str = field(repr=False)
-    _settled: bool = field(default=False, repr=False)
-
-    @classmethod
-    def from_wire(
-        cls, body: dict[str, Any], consumer: AsyncConsumer, member_id: str
-    ) -> AsyncMessage:
-        """Build from a delivered message's JSON."""
-        return cls(
-            body["messageId"],
-            body["topic"],
-            body["partition"],
-            body["offset"],
-            body["data"],
-            body["key"],
-            body["headers"],
-            parse_time(body["timestamp"]),
-            body["attempt"],
-            body["ackId"],
-            consumer,
-            member_id,
-        )
-
-    @property
-    def settled(self) -> bool:
-        """Whether this message was acked or nacked through this object."""
-        return self._settled
-
-    async def ack(self) -> None:
-        """Mark the message done; :class:`AckRejected` when its lease expired or was superseded."""
-        await self._consumer.ack_ids([self.ack_id])
-        self._consumer.settled(self)
-
-    async def nack(self, error: str | None = None, retry_delay: Duration | None = None) -> bool:
-        """Fail the message: retried after ``retry_delay · 2^(attempt-1)``; True if dead-lettered."""
-        dead = await self._consumer.nack_id(self.ack_id, error, retry_delay)
-        self._consumer.settled(self)
-        return dead
-
-    async def extend(self, seconds: int) -> bool:
-        """Keep the lease ``seconds`` from now; False when it had already ended."""
-        return await self._consumer.extend_ids([self.ack_id], seconds) == [self.ack_id]
 
 
 class _Signals:
@@ -206,6 +112,8 @@ class AsyncConsumer:
         self._started = False
         self._connected = False
         self._failures = 0
+        self._acks = AckBatcher(self.ack_ids)
+        self._handlers: set[asyncio.Future[None]] = set()
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -271,8 +179,11 @@ class AsyncConsumer:
         """Add a handler for errors the consumer survives (and for the one that stops it)."""
         return self.on("error", handler)
 
-    async def start(self) -> None:
-        """Join now, then deliver to the ``message`` handler in a background task."""
+    async def start(self, concurrency: int = 1) -> None:
+        """Join now, then deliver to the ``message`` handler in a background task.
+
+        ``concurrency`` handlers run at once (see :meth:`run`).
+        """
         handlers = self._callbacks["message"]
         if not handlers:
             raise RuntimeError("set a handler with on_message() before start()")
@@ -280,17 +191,31 @@ class AsyncConsumer:
             raise RuntimeError("this consumer was started already; make a new one")
         self._started = True
         await self.join()
-        self._spawn(self._run_reporting(handlers[0]))
+        self._spawn(self._run_reporting(handlers[0], concurrency))
 
-    async def run(self, handler: Callback) -> None:
+    async def run(self, handler: Callback, concurrency: int = 1) -> None:
         """Deliver every message to ``handler`` until :meth:`stop`; a fatal error is raised.
 
         A handler that raises has its message nacked with the exception's text (unless it
         settled the message itself); one that returns without acking leaves the message to
-        be delivered again after the ack timeout.
+        be delivered again after the ack timeout. With ``concurrency`` above 1, up to that
+        many handlers run at once (messages may then finish out of order), and their acks
+        share requests.
         """
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        slots = asyncio.Semaphore(concurrency)
         async for message in self:
-            await self._dispatch(handler, message)
+            if concurrency == 1:
+                await self._dispatch(handler, message)
+                continue
+            await slots.acquire()
+            running = asyncio.ensure_future(self._dispatch(handler, message))
+            self._handlers.add(running)
+            running.add_done_callback(self._handlers.discard)
+            running.add_done_callback(lambda _: slots.release())
+        if self._handlers:
+            await asyncio.wait(set(self._handlers))
 
     async def stop(self, timeout_s: float = JOIN_TIMEOUT_S) -> None:
         """Let the message in hand be settled, leave the group, and end the tasks.
@@ -302,8 +227,12 @@ class AsyncConsumer:
         self._stop_requested = True
         self._sig.stopping.set()
         current = asyncio.current_task()
-        if self._iterating not in (None, current) and current not in self._tasks:
+        inside = current in self._tasks or current in self._handlers
+        if self._iterating not in (None, current) and not inside:
             await _wait_for_event(self._sig.idle, timeout_s)
+        handlers = {h for h in self._handlers if h is not current}
+        if handlers:
+            await asyncio.wait(handlers, timeout=timeout_s)
         await self._leave()
         others = [t for t in self._tasks if t is not current]
         if others:
@@ -457,10 +386,10 @@ class AsyncConsumer:
         except QueueCoreError as nack_error:
             await self._emit("error", nack_error)
 
-    async def _run_reporting(self, handler: Callback) -> None:
+    async def _run_reporting(self, handler: Callback, concurrency: int) -> None:
         """``run`` in the background task: a fatal error is reported and stops the consumer."""
         try:
-            await self.run(handler)
+            await self.run(handler, concurrency)
         except Exception as exc:
             await self._emit("error", exc)
             self._stop_requested = True
@@ -479,6 +408,10 @@ class AsyncConsumer:
         for ack_id in answer["acked"]:
             self.settled(by_id[ack_id])
         return [by_id[r["ackId"]] for r in answer["rejected"]]
+
+    async def ack_one(self, ack_id: str) -> None:
+        """Ack one message, in one request with the acks made meanwhile by other handlers."""
+        await self._acks.ack(ack_id)
 
     async def ack_ids(self, ack_ids: list[str]) -> dict[str, Any]:
         """``POST …/ack``: ``{"acked": [...], "rejected": [...]}``; a repeated ack is "acked"."""

@@ -163,13 +163,13 @@ class Consumer:
         self._inner.on_error(handler)
         return handler
 
-    def start(self) -> None:
-        """Join now, then deliver to the ``on_message`` handler in the background."""
-        self._loop.run(self._inner.start())
+    def start(self, concurrency: int = 1) -> None:
+        """Join now, then deliver to the ``on_message`` handler, in ``concurrency`` threads."""
+        self._loop.run(self._inner.start(concurrency))
 
-    def run(self, handler: Callable[[Message], object]) -> None:
+    def run(self, handler: Callable[[Message], object], concurrency: int = 1) -> None:
         """Deliver every message to ``handler`` until :meth:`stop`; a fatal error is raised."""
-        self._loop.run(self._inner.run(self._threaded(handler)))
+        self._loop.run(self._inner.run(self._threaded(handler), concurrency))
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Let the message in hand be settled, leave the group, and end the background work."""
