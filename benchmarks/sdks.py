@@ -10,6 +10,8 @@ another, and consumes and acks as many from a topic filled beforehand (not timed
   handler acks each message (the README's way);
 - ``python-async-batched-ack``: the same consumer iterated, acking ``--batch`` messages per
   request with ``consumer.ack(...)``;
+- ``python-async-pull-concurrent``: a pulling consumer (``--batch`` per pull) running
+  ``--batch`` handlers at once, each acking its own message (the acks share requests);
 - ``python-sync``: ``QueueCore`` (the synchronous wrapper), iterated, acking each message;
 - ``typescript`` and ``go``, when their bench programs are present (``node
   sdk/typescript/dist/bench.js``, ``sdk/go/cmd/qcbench``), run as subprocesses with
@@ -104,6 +106,17 @@ async def sdk_publish(stack: Stack, topic: str, count: int, batch: int) -> float
 
 async def sdk_consume(stack: Stack, topic: str, count: int, batch: int) -> float:
     """A streaming consumer whose handler acks each message; seconds until all are acked."""
+    return await _sdk_handler_consume(stack, topic, count, batch, stream=True, concurrency=1)
+
+
+async def sdk_consume_concurrent(stack: Stack, topic: str, count: int, batch: int) -> float:
+    """A pulling consumer running ``batch`` handlers at once, each acking its message."""
+    return await _sdk_handler_consume(stack, topic, count, batch, stream=False, concurrency=batch)
+
+
+async def _sdk_handler_consume(
+    stack: Stack, topic: str, count: int, batch: int, *, stream: bool, concurrency: int
+) -> float:
     async with AsyncQueueCore(stack.api_key, stack.base_url) as pq:
         done = asyncio.Event()
         acked = 0
@@ -116,9 +129,17 @@ async def sdk_consume(stack: Stack, topic: str, count: int, batch: int) -> float
                 done.set()
 
         started = time.perf_counter()
-        consumer = pq.consume(topic, "bench", start_from="earliest", max_in_flight=10 * batch)
+        consumer = pq.consume(
+            topic,
+            "bench",
+            start_from="earliest",
+            max_in_flight=10 * batch,
+            stream=stream,
+            batch_size=batch,
+            wait=1.0,
+        )
         consumer.on_message(handle)
-        await consumer.start()
+        await consumer.start(concurrency)
         await asyncio.wait_for(done.wait(), DEADLINE_S)
         elapsed = time.perf_counter() - started
         await consumer.stop()
@@ -180,13 +201,14 @@ async def sync_consume(stack: Stack, topic: str, count: int, batch: int) -> floa
 # --- other SDKs' bench programs ----------------------------------------------------------------
 
 
-def external_commands(sdk_root: Path, work: Path) -> dict[str, list[str]]:
-    """The TypeScript and Go bench commands that can run here (a missing one is reported)."""
+def external_commands(ts_dir: Path, go_dir: Path, work: Path) -> dict[str, list[str]]:
+    """The TypeScript and Go bench commands that can run here (a missing one is left out)."""
     found: dict[str, list[str]] = {}
-    bench_js = sdk_root / "typescript" / "dist" / "bench.js"
+    bench_js = ts_dir / "dist" / "bench.js"
     if bench_js.exists() and shutil.which("node"):
         found["typescript"] = ["node", str(bench_js)]
-    go_dir = sdk_root / "go"
+    else:
+        print(f"no TypeScript bench: {bench_js} or node missing", file=sys.stderr)
     if (go_dir / "cmd" / "qcbench").is_dir() and shutil.which("go"):
         binary = work / "qcbench"
         built = subprocess.run(
@@ -200,6 +222,8 @@ def external_commands(sdk_root: Path, work: Path) -> dict[str, list[str]]:
             found["go"] = [str(binary)]
         else:
             print(f"go bench did not build: {built.stderr[-500:]}", file=sys.stderr)
+    else:
+        print(f"no Go bench: {go_dir}/cmd/qcbench or go missing", file=sys.stderr)
     return found
 
 
@@ -223,15 +247,16 @@ def external_runner(command: list[str], mode: str) -> Runner:
 # --- the run -----------------------------------------------------------------------------------
 
 
-def clients(sdk_root: Path, work: Path) -> dict[str, tuple[Runner, Runner]]:
+def clients(ts_dir: Path, go_dir: Path, work: Path) -> dict[str, tuple[Runner, Runner]]:
     """Every client's (publish-batch, consume-ack) runners."""
     found: dict[str, tuple[Runner, Runner]] = {
         "raw-httpx": (raw_publish, raw_consume),
         "python-async": (sdk_publish, sdk_consume),
         "python-async-batched-ack": (sdk_publish, sdk_consume_batched),
+        "python-async-pull-concurrent": (sdk_publish, sdk_consume_concurrent),
         "python-sync": (sync_publish, sync_consume),
     }
-    for name, command in external_commands(sdk_root, work).items():
+    for name, command in external_commands(ts_dir, go_dir, work).items():
         found[name] = (
             external_runner(command, "publish-batch"),
             external_runner(command, "consume-ack"),
@@ -285,7 +310,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--only", default="", help="comma-separated client names")
-    parser.add_argument("--sdk-root", type=Path, default=REPO_ROOT / "sdk")
+    parser.add_argument("--ts-dir", type=Path, default=REPO_ROOT / "sdk" / "typescript")
+    parser.add_argument("--go-dir", type=Path, default=REPO_ROOT / "sdk" / "go")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     return parser.parse_args(argv)
 
@@ -308,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             stack.start_services()
             stack.start_api()
             stack.create_tenant()
-            chosen = clients(args.sdk_root, root)
+            chosen = clients(args.ts_dir, args.go_dir, root)
             if args.only:
                 chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}
             rows = asyncio.run(run_all(stack, chosen, args))
