@@ -250,7 +250,9 @@ def test_a_replay_is_delivered_from_its_copy_after_retention_dropped_the_message
     assert client.post(f"{base}/dlq/replay", headers=headers).json() == {"replayed": 2}
     again = client.post(f"{base}/members/{member}/pull", json=pull, headers=headers).json()
     originals = [(m["messageId"], m["data"], m["key"], m["headers"]) for m in delivered["messages"]]
-    assert [(m["messageId"], m["data"], m["key"], m["headers"]) for m in again["messages"]] == originals
+    assert [
+        (m["messageId"], m["data"], m["key"], m["headers"]) for m in again["messages"]
+    ] == originals
     assert {m["attempt"] for m in again["messages"]} == {1}
     # Failing again, it is back in the queue with its copy.
     nacked = client.post(

@@ -124,7 +124,10 @@ def test_viewers_inspect_but_cannot_replay_developers_can(
     seen = viewer.get(dlq_url(org, group))
     assert seen.status_code == 200 and depth_of(seen.text) == 1
     assert "Replay all" not in seen.text and "can inspect dead letters but not replay" in seen.text
-    for path in (f"{dlq_url(org, group)}/{message['messageId']}/replay", f"{dlq_url(org, group)}/replay"):
+    for path in (
+        f"{dlq_url(org, group)}/{message['messageId']}/replay",
+        f"{dlq_url(org, group)}/replay",
+    ):
         refused = viewer.post(path)
         assert refused.status_code == 403
         assert "to replay dead letters" in text_of(refused)
@@ -136,7 +139,10 @@ def test_viewers_inspect_but_cannot_replay_developers_can(
 
 def test_replays_need_the_csrf_token(owner: Browser, org: NewOrganisation, group: Group) -> None:
     [message] = dead_letter(group, 1)
-    for path in (f"{dlq_url(org, group)}/{message['messageId']}/replay", f"{dlq_url(org, group)}/replay"):
+    for path in (
+        f"{dlq_url(org, group)}/{message['messageId']}/replay",
+        f"{dlq_url(org, group)}/replay",
+    ):
         assert owner.post_without_csrf(path).status_code == 403
     assert depth_of(owner.get(dlq_url(org, group)).text) == 1
 
