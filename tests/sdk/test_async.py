@@ -142,3 +142,12 @@ def test_concurrent_handlers_share_ack_requests(api: str, org: NewOrganisation) 
     assert (acked, lag) == (60, 0)
     ack_requests = sum(1 for method, path in proxy.received if path.endswith("/ack"))
     assert 1 <= ack_requests <= 20, ack_requests  # 60 acks, far fewer requests
+
+
+def test_an_unknown_publish_outcome_is_its_own_retryable_error() -> None:
+    from queuecore import PublishOutcomeUnknown, Unavailable
+    from queuecore.errors import error_class
+
+    assert error_class("PUBLISH_OUTCOME_UNKNOWN", 503) is PublishOutcomeUnknown
+    assert issubclass(PublishOutcomeUnknown, Unavailable)  # retried like any safe 503
+    assert error_class("SERVICE_UNAVAILABLE", 503) is Unavailable

@@ -10,6 +10,7 @@ from typing import Any, Literal, Union
 
 from queuecore._http import Transport
 from queuecore.consumer import AsyncConsumer, GroupSettings
+from queuecore.errors import PublishOutcomeUnknown, QueueCoreError
 from queuecore.groups import AsyncConsumerGroups, AsyncDeadLetters, AsyncOffsets
 from queuecore.models import (
     BatchResult,
@@ -108,13 +109,38 @@ class AsyncQueueCore:
         message = self._outgoing(
             OutgoingMessage(data, key, dict(headers or {}) or None, idempotency_key)
         )
-        answer = await self._transport.request(
-            "POST",
-            path("topics", topic, "messages"),
-            json=message,
-            idempotent="idempotencyKey" in message,
+        sent_key = message.get("idempotencyKey")
+        try:
+            answer = await self._transport.request(
+                "POST",
+                path("topics", topic, "messages"),
+                json=message,
+                idempotent=sent_key is not None,
+            )
+        except PublishOutcomeUnknown as exc:
+            return await self._resolve(topic, sent_key, exc)
+        return PublishResult.from_wire(answer, sent_key)
+
+    async def find_published(self, topic: str, idempotency_key: str) -> PublishResult:
+        """Where the message published with ``idempotency_key`` is stored, else NotFound."""
+        body = await self._transport.request(
+            "GET",
+            path("topics", topic, "messages", "by-idempotency-key", idempotency_key),
+            idempotent=True,
         )
-        return PublishResult.from_wire(answer, message.get("idempotencyKey"))
+        return PublishResult.from_wire({"latency": 0, **body}, idempotency_key)
+
+    async def _resolve(
+        self, topic: str, idempotency_key: str | None, unknown: PublishOutcomeUnknown
+    ) -> PublishResult:
+        """Settle an unknown outcome by the key: stored (its place) or raise ``unknown``."""
+        unknown.idempotency_key = idempotency_key
+        if idempotency_key is None:
+            raise unknown
+        try:
+            return await self.find_published(topic, idempotency_key)
+        except QueueCoreError:
+            raise unknown from None
 
     async def publish_batch(
         self, topic: str, messages: Iterable[OutgoingMessage | Any]

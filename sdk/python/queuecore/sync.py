@@ -444,6 +444,10 @@ class QueueCore:
         )
         return self._loop.run(sent)
 
+    def find_published(self, topic: str, idempotency_key: str) -> PublishResult:
+        """Where the message published with ``idempotency_key`` is stored (or :class:`NotFound`)."""
+        return self._loop.run(self._async.find_published(topic, idempotency_key))
+
     def publish_batch(self, topic: str, messages: Iterable[OutgoingMessage | Any]) -> BatchResult:
         """Publish up to 1000 messages atomically: all get offsets in one commit, or none."""
         items = list(messages)
