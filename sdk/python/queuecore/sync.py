@@ -453,6 +453,33 @@ class QueueCore:
         items = list(messages)
         return self._loop.run(self._async.publish_batch(topic, items))
 
-    def consume(self, topic: str, group: str, **options: Any) -> Consumer:
+    def consume(
+        self,
+        topic: str,
+        group: str,
+        *,
+        start_from: Literal["earliest", "latest"] | None = None,
+        ack_timeout: Duration | None = None,
+        max_in_flight: int | None = None,
+        dead_letter: DeadLetterSettings | None = None,
+        session_timeout: Duration | None = None,
+        batch_size: int = 10,
+        wait: float = 10.0,
+        stream: bool = True,
+        client_id: str | None = None,
+    ) -> Consumer:
         """A consumer in ``group``; the options are :meth:`AsyncQueueCore.consume`'s."""
-        return Consumer(self._async.consume(topic, group, **options), self._loop)
+        inner = self._async.consume(
+            topic,
+            group,
+            start_from=start_from,
+            ack_timeout=ack_timeout,
+            max_in_flight=max_in_flight,
+            dead_letter=dead_letter,
+            session_timeout=session_timeout,
+            batch_size=batch_size,
+            wait=wait,
+            stream=stream,
+            client_id=client_id,
+        )
+        return Consumer(inner, self._loop)
