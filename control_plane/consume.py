@@ -78,7 +78,7 @@ class ResetRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
 class DeliveredMessage(msgspec.Struct, rename="camel"):
     """A message leased to a member."""
 
-    id: str
+    message_id: str
     topic: str
     partition: int
     offset: int
@@ -274,7 +274,9 @@ class ConsumeController(Controller):
             else parse_duration_ms(data.retry_delay, "retryDelay", RETRY_DELAY_MS)
         )
         async with group_session(request, data_plane, topic, group) as (conn, ref):
-            return await delivery.nack(conn, data_plane.reader, ref, data.ack_id, data.error, delay)
+            return await delivery.nack(
+                conn, data_plane.reader, ref, data.ack_id, data.error, delay
+            )
 
     @post("/extend", summary="Extend leases", status_code=200)
     async def extend(

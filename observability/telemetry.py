@@ -169,7 +169,7 @@ def signal_url(endpoint: str, signal: str) -> str:
 def _resource(service_name: str, role: str) -> Resource:
     """Who is exporting: one ``service.instance.id`` per process, so replicas never collide."""
     try:
-        version = metadata.version("queuecore")
+        version = metadata.version("queuecore-server")
     except metadata.PackageNotFoundError:
         version = "unknown"
     return Resource.create(

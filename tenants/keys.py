@@ -39,5 +39,5 @@ def key_hash(key: str) -> bytes:
 
 
 def hint(key: str) -> str:
-    """What the dashboard shows: the prefix and the last four characters."""
-    return f"{key[: len(LIVE_PREFIX)]}…{key[-4:]}"
+    """What the dashboard shows: ``…`` and the last four characters, never the prefix."""
+    return f"…{key[-4:]}"

@@ -12,7 +12,7 @@ from data_plane.read.reader import ReadResult, StoredMessage
 class MessageView(msgspec.Struct, rename="camel"):
     """A stored message; ``data`` is the JSON value exactly as published."""
 
-    id: str
+    message_id: str
     topic: str
     partition: int
     offset: int
@@ -45,7 +45,7 @@ def message_view(topic: str, partition: int, message_id: str, stored: StoredMess
     """The wire view of one stored message."""
     message = stored.message
     return MessageView(
-        id=message_id,
+        message_id=message_id,
         topic=topic,
         partition=partition,
         offset=stored.offset,

@@ -100,7 +100,7 @@ def test_pull_delivers_in_order_and_acks_commit_the_offset(
     assert [m["data"] for m in messages] == [{"n": i} for i in range(5)]
     assert {m["attempt"] for m in messages} == {1}
     assert set(messages[0]) == {
-        "id",
+        "messageId",
         "topic",
         "partition",
         "offset",

@@ -84,7 +84,7 @@ def test_inspect_shows_each_failed_message_as_published_with_why_oldest_first(
     page = queue.inspect()
     assert page["depth"] == 3 and page["nextAfter"] is None
     entry = page["messages"][0]
-    assert entry["messageId"] == first[0]["id"]
+    assert entry["messageId"] == first[0]["messageId"]
     assert (entry["topic"], entry["partition"], entry["offset"]) == (group.topic, 0, 0)
     assert entry["data"] == {"order": 7}
     assert (entry["key"], entry["headers"]) == ("cust-1", {"source": "web"})
@@ -114,13 +114,13 @@ def test_bad_inspect_and_replay_requests_get_clear_errors(
         assert response.status_code in (400, 422), (query, response.text)
         assert response.json()["error"]["code"] == "VALIDATION_ERROR"
     # A message that was delivered but never dead-lettered, and an id of no message at all.
-    alive = group.pull(member)[0]["id"]
+    alive = group.pull(member)[0]["messageId"]
     for message_id in (alive, "msg_nonsense"):
         response = queue.replay(message_id)
         assert response.status_code == 404, response.text
         assert response.json()["error"]["code"] == "DLQ_MESSAGE_NOT_FOUND"
-    assert queue.replay(dead[0]["id"]).json() == {"replayed": 1}
-    twice = queue.replay(dead[0]["id"])
+    assert queue.replay(dead[0]["messageId"]).json() == {"replayed": 1}
+    twice = queue.replay(dead[0]["messageId"])
     assert twice.status_code == 409
     assert twice.json()["error"]["code"] == "DLQ_MESSAGE_REPLAYED"
     missing = client.get(f"/v1/topics/{group.topic}/groups/nobody/dlq", headers=group.headers)
@@ -138,15 +138,15 @@ def test_a_replayed_message_is_delivered_once_more_as_attempt_1_without_moving_o
     fresh = group.pull(member)
     assert [m["offset"] for m in fresh] == [2]
     queue = DeadLetters(group)
-    assert queue.replay(dead[1]["id"]).json() == {"replayed": 1}
+    assert queue.replay(dead[1]["messageId"]).json() == {"replayed": 1}
     assert queue.inspect()["depth"] == 1
     # This ack moves the committed offset and forgets what is below it: not the replay.
     assert group.ack(fresh[0]["ackId"]).status_code == 200
     assert group.offsets() == {"current": 3, "latest": 3, "lag": 0}
 
     again = group.pull(member)
-    assert [(m["id"], m["offset"], m["data"], m["attempt"]) for m in again] == [
-        (dead[1]["id"], 1, {"n": 1}, 1)
+    assert [(m["messageId"], m["offset"], m["data"], m["attempt"]) for m in again] == [
+        (dead[1]["messageId"], 1, {"n": 1}, 1)
     ]
     assert again[0]["ackId"] != dead[1]["ackId"]
     assert group.ack(again[0]["ackId"]).json()["acked"] == [again[0]["ackId"]]
@@ -181,11 +181,11 @@ def test_replay_all_and_a_message_failing_again_returns_with_its_new_reason(
 
     page = queue.inspect()
     assert [(m["messageId"], m["error"], m["attempts"]) for m in page["messages"]] == [
-        (poison["id"], "still broken", 1)
+        (poison["messageId"], "still broken", 1)
     ]
     assert group.pull(member) == []
     assert queue.replay().json() == {"replayed": 1}
-    assert [m["id"] for m in group.pull(member)] == [poison["id"]]
+    assert [m["messageId"] for m in group.pull(member)] == [poison["messageId"]]
 
 
 def test_a_waiting_consumer_wakes_for_a_replay(
@@ -200,9 +200,9 @@ def test_a_waiting_consumer_wakes_for_a_replay(
     waiter = threading.Thread(target=lambda: got.append(group.pull(member, wait_ms=20_000)))
     waiter.start()
     time.sleep(0.5)  # the long-poll is waiting
-    assert DeadLetters(group).replay(dead[0]["id"]).status_code == 200
+    assert DeadLetters(group).replay(dead[0]["messageId"]).status_code == 200
     waiter.join(30)
-    assert [m["id"] for m in got[0]] == [dead[0]["id"]]
+    assert [m["messageId"] for m in got[0]] == [dead[0]["messageId"]]
     assert time.monotonic() - started < 10, "the long-poll waited out its time instead of waking"
 
 
@@ -221,7 +221,7 @@ def test_a_seek_returns_pending_replays_to_the_queue(
     assert seek.status_code == 200, seek.text
     page = queue.inspect()
     assert page["depth"] == 2
-    assert [m["messageId"] for m in page["messages"]] == [m["id"] for m in dead]
+    assert [m["messageId"] for m in page["messages"]] == [m["messageId"] for m in dead]
     assert group.pull(member) == []
 
 
@@ -249,8 +249,10 @@ def test_a_replay_is_delivered_from_its_copy_after_retention_dropped_the_message
 
     assert client.post(f"{base}/dlq/replay", headers=headers).json() == {"replayed": 2}
     again = client.post(f"{base}/members/{member}/pull", json=pull, headers=headers).json()
-    originals = [(m["id"], m["data"], m["key"], m["headers"]) for m in delivered["messages"]]
-    assert [(m["id"], m["data"], m["key"], m["headers"]) for m in again["messages"]] == originals
+    originals = [(m["messageId"], m["data"], m["key"], m["headers"]) for m in delivered["messages"]]
+    assert [
+        (m["messageId"], m["data"], m["key"], m["headers"]) for m in again["messages"]
+    ] == originals
     assert {m["attempt"] for m in again["messages"]} == {1}
     # Failing again, it is back in the queue with its copy.
     nacked = client.post(
@@ -276,7 +278,7 @@ def test_another_tenant_cannot_see_or_replay_a_queue_and_replay_needs_admin(
     for response in (
         client.get(f"{group.base}/dlq", headers=stranger),
         client.post(f"{group.base}/dlq/replay", headers=stranger),
-        client.post(f"{group.base}/dlq/{dead[0]['id']}/replay", headers=stranger),
+        client.post(f"{group.base}/dlq/{dead[0]['messageId']}/replay", headers=stranger),
     ):
         assert response.status_code == 404, response.text
         assert "secret" not in response.text

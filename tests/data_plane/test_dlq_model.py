@@ -48,9 +48,9 @@ class DeadLetterModel(Model):
             assert where not in self.dead | self.doomed, ("a dead letter was delivered", message)
             if where in self.replayed:
                 assert message["attempt"] == 1, message
-                assert message["id"] == self.ids[where]
+                assert message["messageId"] == self.ids[where]
                 self.replayed.discard(where)
-            self.ids[where] = message["id"]
+            self.ids[where] = message["messageId"]
             self.attempt[message["ackId"]] = message["attempt"]
         return super().took(member, delivered)
 

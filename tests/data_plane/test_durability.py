@@ -176,7 +176,7 @@ def test_every_acknowledged_publish_survives_kill_9_of_the_api(
         message = by_offset.get((result["partition"], result["offset"]))
         assert message is not None, f"acknowledged publish lost: {result}"
         assert message["data"] == data
-        assert message["id"] == result["messageId"]
+        assert message["messageId"] == result["messageId"]
     batch_items = [m["data"] for ms in stored.values() for m in ms if "batch" in m["data"]]
     assert sorted(d["batch"] for d in batch_items) == list(range(10))
 

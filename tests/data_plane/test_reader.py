@@ -90,8 +90,8 @@ def test_browse_spans_blocks_and_returns_each_message_at_its_offset(
     assert first["key"] == "k2"
     assert first["headers"] == {"h": "a-2"}
     assert first["timestamp"].endswith("Z") and "T" in first["timestamp"]
-    assert first["id"].startswith("msg_")
-    assert len({m["id"] for m in page["messages"]}) == 6
+    assert first["messageId"].startswith("msg_")
+    assert len({m["messageId"] for m in page["messages"]}) == 6
     assert (page["nextOffset"], page["earliestOffset"], page["latestOffset"]) == (8, 0, 12)
 
 
@@ -338,7 +338,7 @@ def test_published_messages_are_browsable_with_the_same_ids_and_come_from_the_ca
         params={"offset": sent[0]["offset"]},
         headers=headers,
     ).json()
-    assert [(m["id"], m["offset"], m["timestamp"]) for m in page["messages"]] == [
+    assert [(m["messageId"], m["offset"], m["timestamp"]) for m in page["messages"]] == [
         (s["messageId"], s["offset"], s["timestamp"]) for s in sent
     ]
     assert [m["data"] for m in page["messages"]] == [{"n": 0}, {"n": 1}, {"n": 2}]

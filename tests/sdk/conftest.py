@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
-from queuecore_sdk import Consumer, QueueCore
+from queuecore import Consumer, QueueCore
 
 from tenants.models import NewOrganisation
 from tests.support.services import Services

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from queuecore_sdk import (
+from queuecore import (
     APIConnectionError,
     AuthenticationError,
     Conflict,
@@ -131,7 +131,7 @@ def test_rate_limited_calls_are_retried_until_they_succeed(
     limited = [o for o in outcomes if isinstance(o, RateLimited)]
     assert limited, "a burst of 20 admin calls was not rate limited: the test proves nothing"
     assert all(e.retry_after and e.retry_after >= 1 and e.request_id for e in limited)
-    caplog.set_level(logging.INFO, logger="queuecore_sdk")
+    caplog.set_level(logging.INFO, logger="queuecore")
     with QueueCore(key, api, max_retries=6) as patient, ThreadPoolExecutor(20) as pool:
         answers = list(pool.map(lambda _: patient.topics.list(), range(20)))
     assert answers == [[]] * 20

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-from queuecore_sdk import Conflict, Message, OutgoingMessage, QueueCore
+from queuecore import Conflict, Message, OutgoingMessage, QueueCore
 
 from tenants.models import NewOrganisation
 from tests.sdk.conftest import eventually, stopped_after
@@ -61,7 +61,7 @@ def test_published_messages_are_consumed_and_acked_once_with_lag_zero(pq: QueueC
     received = {m.data["n"]: m for m in inbox.messages}
     assert sorted(received) == list(range(21))
     assert {m.attempt for m in inbox.messages} == {1}
-    assert received[20].id == single.message_id and received[20].offset == single.offset
+    assert received[20].message_id == single.message_id and received[20].offset == single.offset
     assert received[7].key == "ord_7" and received[7].headers == {"h": "7"}
     assert all(o.lag == 0 for o in pq.offsets.get("orders", "billing"))
     assert pq.offsets.get("orders", "billing", partition=single.partition).lag == 0
@@ -112,7 +112,7 @@ def test_a_nacked_message_comes_back_as_attempt_2(pq: QueueCore) -> None:
     consumer = pq.consume("flaky", "g", start_from="earliest", dead_letter={"max_retries": 3})
     with stopped_after(consumer) as c:
         for message in c:
-            seen.append((message.id, message.attempt, message.offset))
+            seen.append((message.message_id, message.attempt, message.offset))
             if message.attempt == 1:
                 assert message.nack(error="try again", retry_delay=0) is False
             else:
@@ -152,7 +152,7 @@ def test_dead_lettered_message_is_inspected_replayed_and_consumed_again(pq: Queu
     consumer = pq.consume("payments", "g", start_from="earliest", dead_letter={"max_retries": 0})
     with stopped_after(consumer) as c:
         first = next(iter(c))
-        assert first.id == sent.message_id
+        assert first.message_id == sent.message_id
         assert first.nack(error="negative amount") is True
         page = pq.dlq.inspect("payments", "g", limit=10)
         assert page.depth == 1 and page.next_after is None
@@ -167,7 +167,7 @@ def test_dead_lettered_message_is_inspected_replayed_and_consumed_again(pq: Queu
         assert [g.dead_letters for g in pq.consumer_groups.list("payments")] == [1]
         assert pq.dlq.replay("payments", "g", sent.message_id) == 1
         again = next(iter(c))
-        assert (again.id, again.attempt, again.data) == (sent.message_id, 1, {"amount": -1})
+        assert (again.message_id, again.attempt, again.data) == (sent.message_id, 1, {"amount": -1})
         again.ack()
     assert pq.dlq.inspect("payments", "g").depth == 0
     assert pq.dlq.replay_all("payments", "g") == 0

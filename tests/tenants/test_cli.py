@@ -122,7 +122,7 @@ def test_create_key_with_scopes_and_expiry_then_revoke_it(
     assert datetime.fromisoformat(key["expiresAt"]) == datetime.fromisoformat(expires)
     assert re.fullmatch(KEY_FORMAT["production"], key["key"])
     assert key["scopes"] == ["publish", "consume"] and key["name"] == "ci"
-    assert key["hint"] == f"pq_live_sk_…{key['key'][-4:]}"
+    assert key["hint"] == f"…{key['key'][-4:]}"
     # valid, but without the admin scope that /v1/keys needs
     forbidden = client.get("/v1/keys", headers=bearer(key["key"]))
     assert forbidden.status_code == 403

@@ -27,7 +27,7 @@ def test_list_keys_shows_hints_never_secrets(client: TestClient, services: Servi
     assert response.status_code == 200, response.text
     keys = response.json()["keys"]
     assert [k["id"] for k in keys] == [org.keys["production"].key.id]
-    assert keys[0]["hint"] == f"pq_live_sk_…{secret[-4:]}"
+    assert keys[0]["hint"] == f"…{secret[-4:]}"
     assert secret not in response.text
 
 
@@ -37,6 +37,8 @@ def test_third_active_key_is_refused_with_409(client: TestClient, services: Serv
     second = client.post("/v1/keys", json={"name": "rotation"}, headers=headers)
     assert second.status_code == 201, second.text
     assert second.json()["key"].startswith("pq_test_sk_")
+    # only the secret starts with the prefix: a client taking the first pq_ string gets the key
+    assert [k for k, v in second.json().items() if str(v).startswith("pq_")] == ["key"]
     third = client.post("/v1/keys", json={"name": "one too many"}, headers=headers)
     assert third.status_code == 409
     assert third.json()["error"]["code"] == "KEY_LIMIT_REACHED"

@@ -162,13 +162,13 @@ def test_sign_up_key_topic_publish_lag_dead_letter_and_replay_in_a_browser(
     expect(page.get_by_role("heading", name="Dead-letter queue of billing")).to_be_visible()
     expect(page.get_by_test_id("dlq-depth")).to_have_text("1")
     expect(page.get_by_role("cell", name="boom")).to_be_visible()
-    page.get_by_role("button", name=f"Replay message {second['id']}").click()
+    page.get_by_role("button", name=f"Replay message {second['messageId']}").click()
     expect(page.get_by_role("status")).to_contain_text("Replayed 1 dead-lettered message")
     expect(page.get_by_test_id("dlq-depth")).to_have_text("0")
     expect(page.get_by_text("The queue is empty.")).to_be_visible()
 
     again = rest.call("POST", f"/groups/billing/members/{member}/pull", {"waitMs": 10_000})
-    assert [(m["id"], m["attempt"]) for m in again["messages"]] == [(second["id"], 1)]
+    assert [(m["messageId"], m["attempt"]) for m in again["messages"]] == [(second["messageId"], 1)]
 
     page.locator("form[action$='/logout'] button").click()
     expect(page.get_by_role("status")).to_have_text("You are signed out.")

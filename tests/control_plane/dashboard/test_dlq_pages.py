@@ -74,7 +74,7 @@ def test_the_queue_shows_each_dead_letter_with_why_page_by_page(
     assert second.text.count('aria-label="Replay message ') == 3
     assert 'rel="next"' not in second.text and "First page" in second.text
     shown = set(re.findall(r'aria-label="Replay message ([^"]+)"', first.text + second.text))
-    assert shown == {message["id"] for message in delivered}
+    assert shown == {message["messageId"] for message in delivered}
 
 
 def text_of_link(href: str) -> str:
@@ -85,7 +85,7 @@ def test_replaying_one_and_then_all_empties_the_queue_and_redelivers(
     owner: Browser, org: NewOrganisation, group: Group
 ) -> None:
     delivered = dead_letter(group, 3)
-    one = delivered[1]["id"]
+    one = delivered[1]["messageId"]
     replayed = owner.post(f"{dlq_url(org, group)}/{one}/replay")
     assert redirect_target(replayed) == f"{dlq_url(org, group)}?notice=replayed&count=1"
     after_one = owner.get(redirect_target(replayed))
@@ -109,7 +109,7 @@ def test_replaying_one_and_then_all_empties_the_queue_and_redelivers(
     while len(back) < 3:
         assert time.monotonic() < deadline, f"only {len(back)} of 3 replayed messages came back"
         back += group.pull(member, max_messages=10, wait_ms=5000)
-    assert sorted(m["id"] for m in back) == sorted(m["id"] for m in delivered)
+    assert sorted(m["messageId"] for m in back) == sorted(m["messageId"] for m in delivered)
     assert {m["attempt"] for m in back} == {1}
 
 
@@ -124,7 +124,10 @@ def test_viewers_inspect_but_cannot_replay_developers_can(
     seen = viewer.get(dlq_url(org, group))
     assert seen.status_code == 200 and depth_of(seen.text) == 1
     assert "Replay all" not in seen.text and "can inspect dead letters but not replay" in seen.text
-    for path in (f"{dlq_url(org, group)}/{message['id']}/replay", f"{dlq_url(org, group)}/replay"):
+    for path in (
+        f"{dlq_url(org, group)}/{message['messageId']}/replay",
+        f"{dlq_url(org, group)}/replay",
+    ):
         refused = viewer.post(path)
         assert refused.status_code == 403
         assert "to replay dead letters" in text_of(refused)
@@ -136,7 +139,10 @@ def test_viewers_inspect_but_cannot_replay_developers_can(
 
 def test_replays_need_the_csrf_token(owner: Browser, org: NewOrganisation, group: Group) -> None:
     [message] = dead_letter(group, 1)
-    for path in (f"{dlq_url(org, group)}/{message['id']}/replay", f"{dlq_url(org, group)}/replay"):
+    for path in (
+        f"{dlq_url(org, group)}/{message['messageId']}/replay",
+        f"{dlq_url(org, group)}/replay",
+    ):
         assert owner.post_without_csrf(path).status_code == 403
     assert depth_of(owner.get(dlq_url(org, group)).text) == 1
 
@@ -149,7 +155,7 @@ def test_another_organisations_queue_is_not_found(
     outsider.login(new_organisation(services.database_url).owner_email)
     for response in (
         outsider.get(dlq_url(org, group)),
-        outsider.post(f"{dlq_url(org, group)}/{message['id']}/replay"),
+        outsider.post(f"{dlq_url(org, group)}/{message['messageId']}/replay"),
         outsider.post(f"{dlq_url(org, group)}/replay"),
     ):
         assert response.status_code == 404

@@ -85,6 +85,17 @@ class Unavailable(ServerError):
     """503: a backing service is unreachable; safe calls are retried automatically."""
 
 
+class PublishOutcomeUnknown(Unavailable):
+    """503 ``PUBLISH_OUTCOME_UNKNOWN``: the publish may or may not have been stored.
+
+    The SDK retries it with the same idempotency key (the server stores it once) and, when the
+    retries run out, looks the key up; this error means neither settled it. ``idempotency_key``
+    is the key to look up later or to publish again with: that cannot store it twice.
+    """
+
+    idempotency_key: str | None = None
+
+
 class APIConnectionError(QueueCoreError):
     """The request failed on the network: no answer was received."""
 
@@ -93,7 +104,10 @@ class APITimeoutError(APIConnectionError):
     """The request timed out."""
 
 
-_BY_CODE: dict[str, type[QueueCoreError]] = {"ACK_REJECTED": AckRejected}
+_BY_CODE: dict[str, type[QueueCoreError]] = {
+    "ACK_REJECTED": AckRejected,
+    "PUBLISH_OUTCOME_UNKNOWN": PublishOutcomeUnknown,
+}
 _BY_STATUS: dict[int, type[QueueCoreError]] = {
     400: ValidationError,
     401: AuthenticationError,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import builtins
 from urllib.parse import quote
 
-from queuecore_sdk._http import Transport
-from queuecore_sdk.models import Topic
+from queuecore._http import Transport
+from queuecore.models import Topic
 
 
 def path(*segments: str) -> str:
@@ -14,13 +14,13 @@ def path(*segments: str) -> str:
     return "/v1/" + "/".join(quote(s, safe="") for s in segments)
 
 
-class Topics:
+class AsyncTopics:
     """The topics of the API key's environment."""
 
     def __init__(self, transport: Transport) -> None:
         self._transport = transport
 
-    def create(
+    async def create(
         self,
         name: str,
         *,
@@ -40,21 +40,21 @@ class Topics:
         sent = {k: v for k, v in body.items() if v is not None}
         # Not idempotent: a create whose answer was lost would be refused as TOPIC_EXISTS.
         return Topic.from_wire(
-            self._transport.request("POST", path("topics"), json=sent, idempotent=False)
+            await self._transport.request("POST", path("topics"), json=sent, idempotent=False)
         )
 
-    def list(self) -> builtins.list[Topic]:
+    async def list(self) -> builtins.list[Topic]:
         """Every active topic, by name."""
-        body = self._transport.request("GET", path("topics"), idempotent=True)
+        body = await self._transport.request("GET", path("topics"), idempotent=True)
         return [Topic.from_wire(t) for t in body["topics"]]
 
-    def describe(self, name: str) -> Topic:
+    async def describe(self, name: str) -> Topic:
         """One topic with its stats; :class:`NotFound` when it does not exist."""
         return Topic.from_wire(
-            self._transport.request("GET", path("topics", name), idempotent=True)
+            await self._transport.request("GET", path("topics", name), idempotent=True)
         )
 
-    def update(
+    async def update(
         self,
         name: str,
         *,
@@ -67,12 +67,12 @@ class Topics:
         sent = {k: v for k, v in body.items() if v is not None}
         # Setting the same values twice leaves the same topic: safe to retry.
         return Topic.from_wire(
-            self._transport.request("PATCH", path("topics", name), json=sent, idempotent=True)
+            await self._transport.request("PATCH", path("topics", name), json=sent, idempotent=True)
         )
 
-    def delete(self, name: str) -> Topic:
+    async def delete(self, name: str) -> Topic:
         """Delete a topic: its name is free at once, its data is removed in the background."""
         # Not retried after a lost answer: the repeat would report the deleted topic as missing.
         return Topic.from_wire(
-            self._transport.request("DELETE", path("topics", name), idempotent=False)
+            await self._transport.request("DELETE", path("topics", name), idempotent=False)
         )

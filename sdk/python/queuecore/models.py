@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Union
 
-Duration = str | float | timedelta
+Duration = Union[str, float, timedelta]
 """``"500ms"``, ``"30s"``, ``"5m"``, ``"1h"``; a ``timedelta``; or a number of seconds."""
 
 
@@ -22,10 +22,11 @@ def duration_wire(value: Duration) -> str | int:
 
 def parse_time(text: str) -> datetime:
     """An ISO 8601 timestamp of the API (``…Z`` or ``+00:00``) as an aware datetime."""
-    return datetime.fromisoformat(text)
+    # Python before 3.11 does not read the ``Z`` suffix.
+    return datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class OutgoingMessage:
     """One message of :meth:`QueueCore.publish_batch` with a key, headers or idempotency key.
 
@@ -39,7 +40,7 @@ class OutgoingMessage:
     idempotency_key: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TopicStats:
     """Retained messages, messages leased to consumers, live consumers, consumer groups."""
 
@@ -49,7 +50,7 @@ class TopicStats:
     consumer_groups: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Topic:
     """A topic; ``stats`` only from :meth:`Topics.describe`."""
 
@@ -84,7 +85,7 @@ class Topic:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PublishResult:
     """Where a published message was stored, once durable (on S3 and committed)."""
 
@@ -108,7 +109,7 @@ class PublishResult:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class BatchItem:
     """One message of a batch, in request order."""
 
@@ -117,7 +118,7 @@ class BatchItem:
     partition: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class BatchResult:
     """A batch committed as one: all of its messages were stored, or none."""
 
@@ -132,7 +133,7 @@ class BatchResult:
         return cls(body["count"], body["latency"], items)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class GroupSummary:
     """One consumer group of a topic: live consumers, total lag, dead-letter queue depth."""
 
@@ -142,7 +143,7 @@ class GroupSummary:
     dead_letters: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PartitionState:
     """A partition in a group: its owner (member id), committed offset and lag."""
 
@@ -152,7 +153,7 @@ class PartitionState:
     lag: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Member:
     """A member (consumer) of a group."""
 
@@ -162,7 +163,7 @@ class Member:
     last_heartbeat_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class DeadLetterPolicy:
     """Retries before dead-lettering, the backoff base, the DLQ depth that alerts.
 
@@ -174,7 +175,7 @@ class DeadLetterPolicy:
     alert_threshold: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class GroupConfig:
     """A group's settings as the API reports them."""
 
@@ -185,7 +186,7 @@ class GroupConfig:
     dead_letter: DeadLetterPolicy
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Group:
     """A consumer group: members, partition owners, committed offsets, lag and settings."""
 
@@ -239,7 +240,7 @@ def _group_config(config: dict[str, Any]) -> GroupConfig:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PartitionOffset:
     """A group's committed offset on a partition, the partition's end, and the lag between."""
 
@@ -255,7 +256,7 @@ class PartitionOffset:
         return cls(where, body["current"], body["latest"], body["lag"])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class DeadLetter:
     """A message that exhausted its retries: the original, why it failed, when, how often."""
 
@@ -291,7 +292,7 @@ class DeadLetter:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class DeadLetterPage:
     """Dead letters oldest first, the queue's depth, and the cursor of the next page."""
 

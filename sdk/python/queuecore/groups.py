@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator, Mapping
-from typing import Any, Literal, overload
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Literal, Union, overload
 
-from queuecore_sdk._http import Transport
-from queuecore_sdk.errors import NotFound
-from queuecore_sdk.models import (
+from queuecore._http import Transport
+from queuecore.errors import NotFound
+from queuecore.models import (
     DeadLetter,
     DeadLetterPage,
     DeadLetterPolicy,
@@ -18,9 +18,9 @@ from queuecore_sdk.models import (
     PartitionOffset,
     duration_wire,
 )
-from queuecore_sdk.topics import path
+from queuecore.topics import path
 
-ResetTo = Literal["earliest", "latest"] | int
+ResetTo = Union[Literal["earliest", "latest"], int]
 
 
 def group_path(topic: str, group: str, *rest: str) -> str:
@@ -63,25 +63,27 @@ def merged_config(
     return body
 
 
-class ConsumerGroups:
+class AsyncConsumerGroups:
     """The consumer groups of a topic."""
 
-    def __init__(self, transport: Transport, offsets: Offsets) -> None:
+    def __init__(self, transport: Transport, offsets: AsyncOffsets) -> None:
         self._transport = transport
         self._offsets = offsets
 
-    def list(self, topic: str) -> builtins.list[GroupSummary]:
+    async def list(self, topic: str) -> builtins.list[GroupSummary]:
         """``[GroupSummary(name, consumers, lag, dead_letters)]``; consumers counts live members only."""
-        body = self._transport.request("GET", path("topics", topic, "groups"), idempotent=True)
+        body = await self._transport.request(
+            "GET", path("topics", topic, "groups"), idempotent=True
+        )
         return [GroupSummary(g["name"], g["consumers"], g["lag"], g["deadLetters"]) for g in body]
 
-    def describe(self, topic: str, group: str) -> Group:
+    async def describe(self, topic: str, group: str) -> Group:
         """Members, partition owners, committed offsets, lag and settings."""
         return Group.from_wire(
-            self._transport.request("GET", group_path(topic, group), idempotent=True)
+            await self._transport.request("GET", group_path(topic, group), idempotent=True)
         )
 
-    def configure(
+    async def configure(
         self,
         topic: str,
         group: str,
@@ -97,7 +99,7 @@ class ConsumerGroups:
         The API replaces a group's whole configuration, so the SDK reads it first and sends it
         back with your changes; two concurrent ``configure`` calls may overwrite each other.
         """
-        current = self._current_config(topic, group)
+        current = await self._current_config(topic, group)
         body = merged_config(
             current,
             start_from,
@@ -106,45 +108,49 @@ class ConsumerGroups:
             session_timeout,
             dead_letter_policy(dead_letter),
         )
-        answer = self._transport.request(
+        answer = await self._transport.request(
             "PUT", group_path(topic, group), json=body, idempotent=True
         )
         return Group.from_wire(answer)
 
-    def delete(self, topic: str, group: str) -> None:
+    async def delete(self, topic: str, group: str) -> None:
         """Delete a group with its members and committed offsets (admin scope)."""
-        self._transport.request("DELETE", group_path(topic, group), idempotent=False)
+        await self._transport.request("DELETE", group_path(topic, group), idempotent=False)
 
-    def reset_offsets(self, topic: str, group: str, to: ResetTo) -> builtins.list[PartitionOffset]:
+    async def reset_offsets(
+        self, topic: str, group: str, to: ResetTo
+    ) -> builtins.list[PartitionOffset]:
         """Move every partition to ``"earliest"``, ``"latest"`` or an offset (no members allowed)."""
-        return self._offsets.reset(topic, group, to)
+        return await self._offsets.reset(topic, group, to)
 
-    def _current_config(self, topic: str, group: str) -> dict[str, Any]:
+    async def _current_config(self, topic: str, group: str) -> dict[str, Any]:
         try:
-            return dict(self.describe(topic, group).raw_config)
+            return dict((await self.describe(topic, group)).raw_config)
         except NotFound as exc:
             if exc.code == "GROUP_NOT_FOUND":
                 return {}
             raise
 
 
-class Offsets:
+class AsyncOffsets:
     """Where a group is in each partition, and moving it."""
 
     def __init__(self, transport: Transport) -> None:
         self._transport = transport
 
     @overload
-    def get(self, topic: str, group: str, partition: int) -> PartitionOffset: ...
+    async def get(self, topic: str, group: str, partition: int) -> PartitionOffset: ...
 
     @overload
-    def get(self, topic: str, group: str, partition: None = None) -> list[PartitionOffset]: ...
+    async def get(
+        self, topic: str, group: str, partition: None = None
+    ) -> list[PartitionOffset]: ...
 
-    def get(
+    async def get(
         self, topic: str, group: str, partition: int | None = None
     ) -> PartitionOffset | list[PartitionOffset]:
         """One partition's ``current``, ``latest`` and ``lag``; every partition's without one."""
-        body = self._transport.request(
+        body = await self._transport.request(
             "GET",
             group_path(topic, group, "offsets"),
             params={"partition": partition},
@@ -154,9 +160,9 @@ class Offsets:
             return PartitionOffset.from_wire(body, partition)
         return [PartitionOffset.from_wire(p) for p in body["partitions"]]
 
-    def seek(self, topic: str, group: str, partition: int, offset: int) -> PartitionOffset:
+    async def seek(self, topic: str, group: str, partition: int, offset: int) -> PartitionOffset:
         """Deliver ``partition`` from ``offset`` on (admin scope); its in-flight leases are dropped."""
-        body = self._transport.request(
+        body = await self._transport.request(
             "POST",
             group_path(topic, group, "offsets", "seek"),
             json={"partition": partition, "offset": offset},
@@ -164,25 +170,25 @@ class Offsets:
         )
         return PartitionOffset.from_wire(body, partition)
 
-    def reset(self, topic: str, group: str, to: ResetTo) -> list[PartitionOffset]:
+    async def reset(self, topic: str, group: str, to: ResetTo) -> list[PartitionOffset]:
         """Move every partition (admin scope); :class:`Conflict` while the group has members."""
-        body = self._transport.request(
+        body = await self._transport.request(
             "POST", group_path(topic, group, "offsets", "reset"), json={"to": to}, idempotent=True
         )
         return [PartitionOffset.from_wire(p) for p in body["partitions"]]
 
 
-class DeadLetters:
+class AsyncDeadLetters:
     """A group's dead-letter queue: inspect (consume scope), replay (admin scope)."""
 
     def __init__(self, transport: Transport) -> None:
         self._transport = transport
 
-    def inspect(
+    async def inspect(
         self, topic: str, group: str, *, limit: int = 100, after: str | None = None
     ) -> DeadLetterPage:
         """Up to ``limit`` dead letters oldest first, after the message id ``after``."""
-        body = self._transport.request(
+        body = await self._transport.request(
             "GET",
             group_path(topic, group, "dlq"),
             params={"limit": limit, "after": after},
@@ -190,29 +196,32 @@ class DeadLetters:
         )
         return DeadLetterPage.from_wire(body)
 
-    def messages(self, topic: str, group: str, *, page_size: int = 100) -> Iterator[DeadLetter]:
+    async def messages(
+        self, topic: str, group: str, *, page_size: int = 100
+    ) -> AsyncIterator[DeadLetter]:
         """Every dead letter of the queue, page by page."""
         after: str | None = None
         while True:
-            page = self.inspect(topic, group, limit=page_size, after=after)
-            yield from page.messages
+            page = await self.inspect(topic, group, limit=page_size, after=after)
+            for message in page.messages:
+                yield message
             if page.next_after is None:
                 return
             after = page.next_after
 
-    def replay(self, topic: str, group: str, message_id: str) -> int:
+    async def replay(self, topic: str, group: str, message_id: str) -> int:
         """Deliver one dead letter to the group again, as attempt 1; returns 1.
 
         Not retried after a lost answer: the repeat would be refused as already replayed.
         """
-        body = self._transport.request(
+        body = await self._transport.request(
             "POST", group_path(topic, group, "dlq", message_id, "replay"), idempotent=False
         )
         return int(body["replayed"])
 
-    def replay_all(self, topic: str, group: str) -> int:
+    async def replay_all(self, topic: str, group: str) -> int:
         """Deliver every dead letter to the group again; returns how many."""
-        body = self._transport.request(
+        body = await self._transport.request(
             "POST", group_path(topic, group, "dlq", "replay"), idempotent=False
         )
         return int(body["replayed"])

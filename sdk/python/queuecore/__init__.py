@@ -1,16 +1,18 @@
-"""QueueCore's Python SDK: topics, publishing, consumer groups, offsets and dead letters.
+"""QueueCore's Python SDK, async-first: topics, publishing, consumer groups, offsets, dead letters.
 
-Depends on httpx only. Start with :class:`QueueCore`::
+Depends on httpx only. :class:`AsyncQueueCore` is the client for asyncio code;
+:class:`QueueCore` is the same client for synchronous code (it runs the asynchronous one on a
+private event loop)::
 
-    from queuecore_sdk import QueueCore
+    from queuecore import AsyncQueueCore
 
-    with QueueCore("pq_live_sk_…") as pq:
-        pq.publish("order.events", {"type": "order.created"}, key="ord_1")
+    async with AsyncQueueCore("pq_live_sk_…") as pq:
+        await pq.publish("order.events", {"type": "order.created"}, key="ord_1")
 """
 
-from queuecore_sdk.client import VERSION, QueueCore
-from queuecore_sdk.consumer import Consumer, Membership, Message
-from queuecore_sdk.errors import (
+from queuecore.client import VERSION, AsyncQueueCore
+from queuecore.consumer import EVENTS, AsyncConsumer, AsyncMessage, Membership
+from queuecore.errors import (
     AckRejected,
     APIConnectionError,
     APITimeoutError,
@@ -19,13 +21,14 @@ from queuecore_sdk.errors import (
     NotFound,
     PayloadTooLarge,
     PermissionDenied,
+    PublishOutcomeUnknown,
     QueueCoreError,
     RateLimited,
     ServerError,
     Unavailable,
     ValidationError,
 )
-from queuecore_sdk.models import (
+from queuecore.models import (
     BatchItem,
     BatchResult,
     DeadLetter,
@@ -42,12 +45,17 @@ from queuecore_sdk.models import (
     Topic,
     TopicStats,
 )
+from queuecore.sync import Consumer, Message, QueueCore
 
 __version__ = VERSION
 __all__ = [
+    "EVENTS",
     "APIConnectionError",
     "APITimeoutError",
     "AckRejected",
+    "AsyncConsumer",
+    "AsyncMessage",
+    "AsyncQueueCore",
     "AuthenticationError",
     "BatchItem",
     "BatchResult",
@@ -68,6 +76,7 @@ __all__ = [
     "PartitionState",
     "PayloadTooLarge",
     "PermissionDenied",
+    "PublishOutcomeUnknown",
     "PublishResult",
     "QueueCore",
     "QueueCoreError",

@@ -1,4 +1,4 @@
-"""The HTTP layer: one pooled ``httpx.Client``, request ids, error mapping, and retries.
+"""The HTTP layer: one pooled ``httpx.AsyncClient``, request ids, error mapping, and retries.
 
 Retry policy. A request is sent again, up to ``max_retries`` times, when:
 
@@ -10,23 +10,25 @@ Retry policy. A request is sent again, up to ``max_retries`` times, when:
 
 A call not marked idempotent fails with the 503 or :class:`APIConnectionError` instead,
 because the server may have done the work. Every attempt of one call carries the same
-``X-Request-Id``, which the server adopts, so its logs show the retries under one id.
+``X-Request-Id``, which the server adopts, so its logs show the retries under one id; a
+publish carries the same ``idempotencyKey`` on every attempt (it is in the request body,
+built once per call), so the server stores it once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import secrets
 import string
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Union
 
 import httpx
 
-from queuecore_sdk.errors import (
+from queuecore.errors import (
     APIConnectionError,
     APITimeoutError,
     QueueCoreError,
@@ -52,6 +54,9 @@ def backoff_s(attempt: int) -> float:
     return random.uniform(0, min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2**attempt))
 
 
+Outcome = Union[httpx.Response, httpx.HTTPError]
+
+
 class Transport:
     """Sends requests to the API with the key, retries what is safe, raises mapped errors."""
 
@@ -67,18 +72,18 @@ class Transport:
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.logger = logger
-        self._http = httpx.Client(
+        self._http = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
             timeout=timeout_s,
             headers={"Authorization": f"Bearer {api_key}", "User-Agent": user_agent},
             limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
         )
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Close the pooled connections."""
-        self._http.close()
+        await self._http.aclose()
 
-    def request(
+    async def request(
         self,
         method: str,
         path: str,
@@ -90,19 +95,21 @@ class Transport:
     ) -> Any:
         """Send with retries; the decoded JSON body (None when empty) or a mapped error."""
         request = self._build(method, path, json, params, timeout_s)
-        response = self._send(request, idempotent, stream=False)
+        response = await self._send(request, idempotent, stream=False)
         return response.json() if response.content else None
 
-    @contextmanager
-    def stream(self, method: str, path: str, *, read_timeout_s: float) -> Iterator[httpx.Response]:
+    @asynccontextmanager
+    async def stream(
+        self, method: str, path: str, *, read_timeout_s: float
+    ) -> AsyncIterator[httpx.Response]:
         """A streamed response (SSE); only its opening is retried, as for a non-idempotent call."""
         request = self._build(method, path, None, None, self.timeout_s)
         request.extensions["timeout"] = httpx.Timeout(self.timeout_s, read=read_timeout_s).as_dict()
-        response = self._send(request, idempotent=False, stream=True)
+        response = await self._send(request, idempotent=False, stream=True)
         try:
             yield response
         finally:
-            response.close()
+            await response.aclose()
 
     def _build(
         self,
@@ -122,11 +129,11 @@ class Transport:
             timeout=self.timeout_s if timeout_s is None else timeout_s,
         )
 
-    def _send(self, request: httpx.Request, idempotent: bool, stream: bool) -> httpx.Response:
+    async def _send(self, request: httpx.Request, idempotent: bool, stream: bool) -> httpx.Response:
         """Attempt until success, a final error, or the retry budget is spent."""
         attempt = 0
         while True:
-            outcome = self._attempt(request, stream)
+            outcome = await self._attempt(request, stream)
             if isinstance(outcome, httpx.Response) and outcome.status_code < 400:
                 return outcome
             error = self._error(outcome, request)
@@ -134,21 +141,21 @@ class Transport:
                 raise error
             delay_s = self._delay_s(outcome, attempt)
             self._log_retry(request, error, attempt + 1, delay_s)
-            time.sleep(delay_s)
+            await asyncio.sleep(delay_s)
             attempt += 1
 
-    def _attempt(self, request: httpx.Request, stream: bool) -> httpx.Response | httpx.HTTPError:
+    async def _attempt(self, request: httpx.Request, stream: bool) -> Outcome:
         try:
-            response = self._http.send(request, stream=stream)
+            response = await self._http.send(request, stream=stream)
         except httpx.TransportError as exc:
             return exc
         if stream and response.status_code >= 400:
-            response.read()
-            response.close()
+            await response.aread()
+            await response.aclose()
         return response
 
     @staticmethod
-    def _error(outcome: httpx.Response | httpx.HTTPError, request: httpx.Request) -> QueueCoreError:
+    def _error(outcome: Outcome, request: httpx.Request) -> QueueCoreError:
         request_id = request.headers["X-Request-Id"]
         if isinstance(outcome, httpx.Response):
             return error_from_response(outcome, request_id)
@@ -160,14 +167,14 @@ class Transport:
         return kind(code, message, None, request_id)
 
     @staticmethod
-    def _retryable(outcome: httpx.Response | httpx.HTTPError, idempotent: bool) -> bool:
+    def _retryable(outcome: Outcome, idempotent: bool) -> bool:
         if isinstance(outcome, httpx.Response):
             status = outcome.status_code
             return status == 429 or (status in _GATEWAY_UNAVAILABLE and idempotent)
         return isinstance(outcome, _NOTHING_SENT) or idempotent
 
     @staticmethod
-    def _delay_s(outcome: httpx.Response | httpx.HTTPError, attempt: int) -> float:
+    def _delay_s(outcome: Outcome, attempt: int) -> float:
         told = retry_after_s(outcome) if isinstance(outcome, httpx.Response) else None
         if told is None:
             return backoff_s(attempt)

@@ -1,0 +1,297 @@
+"""The Python interpreter of sdk/conformance/scenarios.json (see that directory's README)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import re
+import secrets
+import string
+from contextlib import aclosing
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from queuecore import AsyncConsumer, AsyncMessage, AsyncQueueCore, DeadLetterPolicy, QueueCoreError
+
+SCENARIOS = Path(__file__).parents[2] / "sdk" / "conformance" / "scenarios.json"
+INVALID_KEY = "pq_live_sk_" + "0" * 32
+CLIENT_TIMEOUT_S = 10.0
+DEFAULT_CONSUME_TIMEOUT_MS = 20000
+_PLACEHOLDER = re.compile(r"\$([A-Za-z][A-Za-z0-9]*)")
+_RENAMED = {"latencyMs": "latency"}
+
+
+def scenarios() -> list[dict[str, Any]]:
+    """Every scenario of the file."""
+    return list(json.loads(SCENARIOS.read_text())["scenarios"])
+
+
+class StepFailed(AssertionError):
+    """A step's outcome did not match its ``expect``."""
+
+
+def camel(name: str) -> str:
+    """``message_id`` → ``messageId``."""
+    head, *rest = name.split("_")
+    joined = head + "".join(part.title() for part in rest)
+    return _RENAMED.get(joined, joined)
+
+
+def to_json(value: Any) -> Any:
+    """An SDK result as the camelCase JSON the scenario file compares."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = (f.name for f in dataclasses.fields(value) if not f.name.startswith("_"))
+        return {camel(name): to_json(getattr(value, name)) for name in fields}
+    if isinstance(value, dict):
+        return {k: to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def error_json(exc: QueueCoreError) -> dict[str, Any]:
+    """An SDK error as the API's error body."""
+    return {
+        "code": exc.code,
+        "message": exc.message,
+        "status": exc.status,
+        "requestId": exc.request_id,
+    }
+
+
+class Run:
+    """One run of one scenario: its unique suffix, its saved values, its clients."""
+
+    def __init__(self, base_url: str, api_key: str) -> None:
+        self.suffix = "".join(secrets.choice(string.ascii_lowercase) for _ in range(8))
+        self.saved: dict[str, Any] = {}
+        self.clients = {
+            None: AsyncQueueCore(api_key, base_url, timeout=CLIENT_TIMEOUT_S),
+            "invalidKey": AsyncQueueCore(INVALID_KEY, base_url, timeout=CLIENT_TIMEOUT_S),
+        }
+
+    async def close(self) -> None:
+        """Close the clients."""
+        for client in self.clients.values():
+            await client.close()
+
+    def resolve(self, value: Any) -> Any:
+        """``$word`` → ``word-<run>`` in strings, ``@name`` → the saved value."""
+        if isinstance(value, str):
+            if value.startswith("@"):
+                return self.saved[value[1:]]
+            return _PLACEHOLDER.sub(lambda m: f"{m.group(1)}-{self.suffix}", value)
+        if isinstance(value, list):
+            return [self.resolve(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.resolve(v) for k, v in value.items()}
+        return value
+
+    async def step(self, step: dict[str, Any]) -> None:
+        """Run one step and compare its outcome."""
+        args, expect = self.resolve(step["args"]), self.resolve(step["expect"])
+        client = self.clients[step.get("as")]
+        try:
+            result: Any = to_json(await OPS[step["op"]](client, args))
+        except QueueCoreError as exc:
+            if "error" not in expect:
+                raise StepFailed(f"{step['op']} failed: {exc}") from exc
+            check(error_json(exc), expect["error"], "error")
+            return
+        if "result" not in expect:
+            raise StepFailed(f"{step['op']} succeeded ({result!r}) but should have failed")
+        check(result, expect["result"], "result")
+        for name, where in step.get("save", {}).items():
+            self.saved[name] = dig(result, where)
+
+
+def dig(value: Any, path: str) -> Any:
+    """``results.0.offset`` of a JSON value."""
+    for part in path.split("."):
+        value = value[int(part)] if isinstance(value, list) else value[part]
+    return value
+
+
+def matches(value: Any, expected: Any) -> bool:
+    """Whether ``value`` matches ``expected`` (see the README's rules)."""
+    try:
+        check(value, expected, "")
+    except StepFailed:
+        return False
+    return True
+
+
+def check(value: Any, expected: Any, where: str) -> None:
+    """Raise :class:`StepFailed` naming the first place ``value`` differs from ``expected``."""
+    if isinstance(expected, dict) and len(expected) == 1 and next(iter(expected)).startswith("$"):
+        _check_matcher(value, *next(iter(expected.items())), where)
+    elif isinstance(expected, dict):
+        if not isinstance(value, dict):
+            raise StepFailed(f"{where}: expected an object, got {value!r}")
+        for key, wanted in expected.items():
+            if key not in value:
+                raise StepFailed(f"{where}.{key}: missing in {value!r}")
+            check(value[key], wanted, f"{where}.{key}")
+    elif isinstance(expected, list):
+        if not isinstance(value, list) or len(value) != len(expected):
+            raise StepFailed(f"{where}: expected {len(expected)} items, got {value!r}")
+        for i, (item, wanted) in enumerate(zip(value, expected, strict=True)):
+            check(item, wanted, f"{where}.{i}")
+    elif value != expected or isinstance(value, bool) != isinstance(expected, bool):
+        raise StepFailed(f"{where}: expected {expected!r}, got {value!r}")
+
+
+_TYPES = {
+    "string": str,
+    "number": (int, float),
+    "boolean": bool,
+    "object": dict,
+    "array": list,
+    "null": type(None),
+}
+
+
+def _check_matcher(value: Any, name: str, arg: Any, where: str) -> None:
+    ok = {
+        "$startsWith": lambda: isinstance(value, str) and value.startswith(arg),
+        "$contains": lambda: isinstance(value, str) and arg in value,
+        "$type": lambda: (
+            isinstance(value, _TYPES[arg]) and not (arg == "number" and isinstance(value, bool))
+        ),
+        "$includes": lambda: (
+            isinstance(value, list) and all(any(matches(v, m) for v in value) for m in arg)
+        ),
+        "$excludes": lambda: (
+            isinstance(value, list) and not any(matches(v, m) for v in value for m in arg)
+        ),
+    }[name]()
+    if not ok:
+        raise StepFailed(f"{where}: {value!r} does not satisfy {name} {arg!r}")
+
+
+# --- ops ---------------------------------------------------------------------------------------
+
+
+async def _publish(pq: AsyncQueueCore, a: dict[str, Any]) -> Any:
+    return await pq.publish(
+        a["topic"], a["data"], key=a.get("key"), idempotency_key=a.get("idempotencyKey")
+    )
+
+
+async def _publish_batch(pq: AsyncQueueCore, a: dict[str, Any]) -> Any:
+    from queuecore import OutgoingMessage
+
+    items = [OutgoingMessage(m["data"], key=m.get("key")) for m in a["messages"]]
+    return await pq.publish_batch(a["topic"], items)
+
+
+async def _replayed(count: Any) -> dict[str, int]:
+    return {"replayed": await count}
+
+
+def _consumer(pq: AsyncQueueCore, a: dict[str, Any]) -> AsyncConsumer:
+    dead = a.get("deadLetter")
+    policy = None
+    if dead is not None:
+        policy = DeadLetterPolicy(dead.get("maxRetries"), dead.get("retryDelay"))
+    return pq.consume(
+        a["topic"],
+        a["group"],
+        start_from=a.get("startFrom"),
+        dead_letter=policy,
+        stream=a["mode"] == "stream",
+        wait=1.0,
+    )
+
+
+async def _settle(message: AsyncMessage, action: str, error: str | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "messageId": message.message_id,
+        "topic": message.topic,
+        "partition": message.partition,
+        "offset": message.offset,
+        "data": message.data,
+        "key": message.key,
+        "attempt": message.attempt,
+    }
+    if action == "ack":
+        await message.ack()
+    elif action == "nack":
+        await message.nack(error=error)
+    elif action == "extend+ack":
+        entry["extended"] = await message.extend(30)
+        await message.ack()
+    return entry
+
+
+async def _consume(pq: AsyncQueueCore, a: dict[str, Any]) -> dict[str, Any]:
+    consumer = _consumer(pq, a)
+    events: list[str] = []
+    for name in ("connected", "disconnected", "reconnecting", "rebalanced"):
+        consumer.on(name, lambda *_, name=name: events.append(name))
+    handled: list[dict[str, Any]] = []
+    actions, count = a["actions"], a["count"]
+
+    async def receive() -> None:
+        async with aclosing(consumer.__aiter__()) as messages:
+            async for message in messages:
+                action = actions[min(len(handled), len(actions) - 1)]
+                handled.append(await _settle(message, action, a.get("error")))
+                if len(handled) >= count:
+                    return
+
+    try:
+        await asyncio.wait_for(receive(), a.get("timeoutMs", DEFAULT_CONSUME_TIMEOUT_MS) / 1000)
+    except TimeoutError:
+        raise StepFailed(
+            f"consume: {len(handled)} of {count} messages in time: {handled}"
+        ) from None
+    finally:
+        await consumer.stop()
+    handled.sort(key=lambda m: (m["partition"], m["offset"], m["attempt"]))
+    return {"messages": handled, "events": events}
+
+
+OPS: dict[str, Any] = {
+    "health": lambda pq, a: pq.health(),
+    "topics.create": lambda pq, a: pq.topics.create(
+        a["name"],
+        partitions=a.get("partitions"),
+        retention=a.get("retention"),
+        delivery=a.get("delivery"),
+    ),
+    "topics.list": lambda pq, a: pq.topics.list(),
+    "topics.describe": lambda pq, a: pq.topics.describe(a["name"]),
+    "topics.delete": lambda pq, a: pq.topics.delete(a["name"]),
+    "publish": _publish,
+    "publishBatch": _publish_batch,
+    "consume": _consume,
+    "dlq.inspect": lambda pq, a: pq.dlq.inspect(a["topic"], a["group"], limit=a.get("limit", 100)),
+    "dlq.replay": lambda pq, a: _replayed(pq.dlq.replay(a["topic"], a["group"], a["messageId"])),
+    "dlq.replayAll": lambda pq, a: _replayed(pq.dlq.replay_all(a["topic"], a["group"])),
+    "offsets.get": lambda pq, a: pq.offsets.get(a["topic"], a["group"], a["partition"]),
+    "offsets.seek": lambda pq, a: pq.offsets.seek(
+        a["topic"], a["group"], a["partition"], a["offset"]
+    ),
+    "offsets.reset": lambda pq, a: pq.offsets.reset(a["topic"], a["group"], a["to"]),
+    "groups.list": lambda pq, a: pq.consumer_groups.list(a["topic"]),
+    "groups.describe": lambda pq, a: pq.consumer_groups.describe(a["topic"], a["group"]),
+    "groups.reset": lambda pq, a: pq.consumer_groups.reset_offsets(a["topic"], a["group"], a["to"]),
+}
+
+
+async def run_scenario(scenario: dict[str, Any], base_url: str, api_key: str) -> None:
+    """Run every step of ``scenario``; the first mismatch raises :class:`StepFailed`."""
+    run = Run(base_url, api_key)
+    try:
+        for number, step in enumerate(scenario["steps"], 1):
+            try:
+                await run.step(step)
+            except StepFailed as exc:
+                raise StepFailed(f"step {number} ({step['op']}): {exc}") from exc
+    finally:
+        await run.close()
