@@ -264,7 +264,9 @@ export class Consumer extends EventEmitter {
     this.state = 'stopping';
     this.stopping.abort();
     if (started) {
-      await Promise.race([Promise.allSettled([...this.running]), sleep(timeoutMs)]);
+      const waited = new AbortController();
+      await Promise.race([Promise.allSettled([...this.running]), sleep(timeoutMs, waited.signal)]);
+      waited.abort();
       await this.ackFlush;
       await Promise.allSettled([this.loop, this.heartbeats]);
       await this.leave();

@@ -137,14 +137,13 @@ export class Transport {
           signal: opened.signal,
         });
         clearTimeout(timer);
-        if (response.status < 400) return response;
+        if (response.status < 400) return response; // `signal` still closes its body
         outcome = { response, text: await response.text() };
       } catch (failure) {
         clearTimeout(timer);
         outcome = { failure, timedOut: isTimeout(opened.signal) };
-      } finally {
-        signal.removeEventListener('abort', abort);
       }
+      signal.removeEventListener('abort', abort);
       const error = this.error(outcome, 'GET', path, requestId);
       if (attempt >= this.maxRetries || signal.aborted || !retryable(outcome, false)) throw error;
       await sleep(delayFor(outcome, attempt), signal);
