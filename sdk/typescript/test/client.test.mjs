@@ -245,3 +245,23 @@ test('a second member joining rebalances the first', async (t) => {
   assert.equal(first.assignments.length, 1);
   await Promise.all([first.stop(), second.stop()]);
 });
+
+test('the bench program publishes and consumes N messages and prints one JSON line', async (t) => {
+  const { execFileSync } = await import('node:child_process');
+  const pq = client();
+  const name = unique('bench');
+  await pq.topics.create({ name, partitions: 2 });
+  const bench = new URL('../dist/bench.js', import.meta.url).pathname;
+  for (const mode of ['publish-batch', 'consume-ack']) {
+    const out = execFileSync(process.execPath, [bench, '--mode', mode, '--topic', name, '--messages', '250', '--batch', '100'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    const line = JSON.parse(out.trim());
+    assert.equal(line.messages, 250);
+    assert.ok(line.seconds > 0);
+  }
+  assert.equal((await pq.topics.describe(name)).stats.depth, 250);
+  const [summary] = await pq.consumerGroups.list(name);
+  assert.equal(summary.lag, 0); // the bench group acked all 250
+});
