@@ -33,7 +33,13 @@ pytestmark = pytest.mark.e2e
 PACKAGE = Path(__file__).resolve().parents[2] / "sdk" / "typescript"
 MIN_NODE_MAJOR = 18
 NODE_SUITE_TIMEOUT_S = 240
-NODE_FILES = ["sse.test.mjs", "client.test.mjs", "conformance.test.mjs", "readme.test.mjs"]
+NODE_FILES = [
+    "sse.test.mjs",
+    "client.test.mjs",
+    "retries.test.mjs",
+    "conformance.test.mjs",
+    "readme.test.mjs",
+]
 
 
 def _node_major(node: str) -> int:
