@@ -35,6 +35,7 @@ MIN_NODE_MAJOR = 18
 NODE_SUITE_TIMEOUT_S = 240
 NODE_FILES = [
     "sse.test.mjs",
+    "types.test.mjs",
     "client.test.mjs",
     "retries.test.mjs",
     "conformance.test.mjs",
