@@ -57,7 +57,6 @@ export class QueueCore {
       logger: options.logger ?? {},
       userAgent: `queuecore-sdk-typescript/${VERSION} node/${process.versions.node}`,
     });
-    Object.defineProperty(this, 'transport', { enumerable: false }); // keep the key out of logs
     this.topics = new Topics(this.transport);
     this.offsets = new Offsets(this.transport);
     this.consumerGroups = new ConsumerGroups(this.transport, this.offsets);

@@ -86,14 +86,15 @@ export class Transport {
   readonly maxRetries: number;
   readonly logger: Logger;
   private readonly baseUrl: string;
-  private readonly headers: Record<string, string>;
+  /** A true private field: the key never shows in console.log or JSON.stringify of a client. */
+  readonly #headers: Record<string, string>;
 
   constructor(options: TransportOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
     this.timeoutMs = options.timeoutMs;
     this.maxRetries = options.maxRetries;
     this.logger = options.logger;
-    this.headers = { Authorization: `Bearer ${options.apiKey}`, 'User-Agent': options.userAgent };
+    this.#headers = { Authorization: `Bearer ${options.apiKey}`, 'User-Agent': options.userAgent };
   }
 
   /** Send with retries; the decoded JSON body (undefined when empty) or a thrown QueueCoreError. */
@@ -133,7 +134,7 @@ export class Transport {
       try {
         const response = await fetch(url, {
           method: 'GET',
-          headers: { ...this.headers, Accept: 'text/event-stream', 'X-Request-Id': requestId },
+          headers: { ...this.#headers, Accept: 'text/event-stream', 'X-Request-Id': requestId },
           signal: opened.signal,
         });
         clearTimeout(timer);
@@ -165,7 +166,7 @@ export class Transport {
     options.signal?.addEventListener('abort', abort, { once: true });
     const timeoutMs = options.timeoutMs ?? this.timeoutMs;
     const timer = setTimeout(() => controller.abort(new DOMException('timed out', 'TimeoutError')), timeoutMs);
-    const headers: Record<string, string> = { ...this.headers, 'X-Request-Id': requestId };
+    const headers: Record<string, string> = { ...this.#headers, 'X-Request-Id': requestId };
     if (options.json !== undefined) headers['Content-Type'] = 'application/json';
     try {
       const response = await fetch(url, {

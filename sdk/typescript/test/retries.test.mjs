@@ -52,9 +52,14 @@ test('a 429 is retried after its Retry-After, with the same request id, even for
   const name = unique('rl');
   const p = await proxy((entry, seen) => (first('POST', '/v1/topics')(entry, seen) ? { status: 429, retryAfter: 1 } : undefined));
   t.after(p.close);
-  const pq = client({ baseUrl: p.url });
+  const logged = [];
+  const pq = client({ baseUrl: p.url, logger: { info: (line) => logged.push(line) } });
   const topic = await pq.topics.create({ name, partitions: 1 });
   assert.equal(topic.name, name);
+  assert.equal(logged.length, 1);
+  assert.match(logged[0], /retry 1\/3 of POST \/v1\/topics .*RATE_LIMITED \(request req_/);
+  assert.ok(!logged[0].includes(process.env.QUEUECORE_API_KEY), 'the key is never logged');
+  assert.ok(!JSON.stringify(pq).includes(process.env.QUEUECORE_API_KEY), 'nor serialised with the client');
   const creates = p.seen.filter((e) => e.method === 'POST');
   assert.equal(creates.length, 2);
   assert.equal(creates[0].requestId, creates[1].requestId);
