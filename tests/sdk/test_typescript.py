@@ -33,6 +33,7 @@ pytestmark = pytest.mark.e2e
 PACKAGE = Path(__file__).resolve().parents[2] / "sdk" / "typescript"
 MIN_NODE_MAJOR = 18
 NODE_SUITE_TIMEOUT_S = 240
+SESSION_TIMEOUT_S = 2  # test/fixtures/consumer.mjs
 NODE_FILES = [
     "sse.test.mjs",
     "types.test.mjs",
@@ -223,6 +224,7 @@ def test_a_node_consumer_reconnects_after_a_kill_and_keeps_acking(
             consumer.until(lambda: sent <= consumer.ids("acked"), 30, "the first 20 are acked")
             server.kill()
             consumer.until(lambda: "disconnected" in consumer.events(), 30, "it saw the break")
+            time.sleep(SESSION_TIMEOUT_S + 1)  # down past the session: the member is evicted
             server.start()
             sent |= _publish(http, "restart-ts", range(20, 40))
             consumer.until(lambda: sent <= consumer.ids("acked"), 60, "the next 20 are acked")
