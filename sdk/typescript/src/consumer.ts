@@ -6,7 +6,8 @@
  * (a new generation) it rejoins with its member id and emits `rebalanced`. A member the server
  * reports gone (`404 MEMBER_NOT_FOUND`: evicted after a pause longer than its session timeout)
  * is replaced by a fresh join; messages received under the old member are dropped, because
- * their leases ended with it and the group delivers them again.
+ * their leases ended with it and the group delivers them again. After an outage the consumer
+ * heartbeats before it reconnects, so a member the server evicted meanwhile rejoins at once.
  *
  * A pull or a stream is never retried blindly: a delivery whose answer is lost has still leased
  * its messages to this member. They come back after the group's ack timeout as `attempt + 1`.
@@ -280,6 +281,7 @@ export class Consumer extends EventEmitter {
   private async deliveryLoop(): Promise<void> {
     while (!this.stopping.signal.aborted) {
       try {
+        if (this.failures > 0) await this.heartbeat(); // after an outage: still a member? rejoin if not
         if (this.mode === 'stream') await this.streamOnce();
         else await this.pullOnce();
       } catch (error) {
