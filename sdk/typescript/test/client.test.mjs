@@ -186,21 +186,23 @@ test('extend keeps a lease; an unacked message comes back after the ack timeout'
   const name = unique('extend');
   const group = unique('g');
   await pq.topics.create({ name, partitions: 1 });
-  const consumer = pq.consume(name, { group, startFrom: 'earliest', ackTimeout: '1s', mode: 'pull', waitMs: 500 });
+  const consumer = pq.consume(name, { group, startFrom: 'earliest', ackTimeout: '10s', mode: 'pull', waitMs: 500 });
   const seen = [];
   consumer.on('message', async (msg) => {
     seen.push(msg.attempt);
     if (msg.attempt === 1) {
-      assert.equal(await msg.extend(1), true);
-      return; // not acked: delivered again
+      assert.equal(await msg.extend(1), true); // the lease now ends 1 s from now, not 10 s
+      return; // not acked: delivered again once it ends
     }
     await msg.ack();
   });
   await started(t, consumer);
   await pq.publish(name, 'later');
-  await eventually(() => seen.length >= 2, 20_000, 'redelivery');
+  const published = Date.now();
+  await eventually(() => seen.length >= 2, 8_000, 'redelivery before the 10 s ack timeout');
   await consumer.stop();
   assert.deepEqual(seen.slice(0, 2), [1, 2]);
+  assert.ok(Date.now() - published < 8_000);
 });
 
 test('offsets are read, sought and reset; a reset needs the group empty', async (t) => {
