@@ -25,6 +25,8 @@ export interface QueueCoreOptions {
   maxRetries?: number;
   /** Receives retries, rejoins and consumer errors nobody listens to; `console` fits. */
   logger?: Logger;
+  /** Accepted as in the guide's examples; a self-hosted QueueCore is where `baseUrl` says. */
+  region?: string;
   /** Give every published message an idempotency key when none is given (default true). */
   idempotentPublish?: boolean;
 }

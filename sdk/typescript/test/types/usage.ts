@@ -43,7 +43,13 @@ export async function guide(pq: QueueCore): Promise<void> {
   }
 }
 
+export function construct(): QueueCore {
+  return new QueueCore({ apiKey: process.env.QUEUECORE_API_KEY, region: 'us-east-1', timeout: 5000, maxRetries: 3, logger: console });
+}
+
 export async function misuse(pq: QueueCore): Promise<void> {
+  // @ts-expect-error timeout is a number of milliseconds
+  new QueueCore({ timeout: '5s' });
   // @ts-expect-error a topic is created from options, not a bare name
   await pq.topics.create('order.events');
   // @ts-expect-error a consumer needs its group
