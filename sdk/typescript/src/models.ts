@@ -1,0 +1,202 @@
+/** What the API takes and returns (its JSON is camelCase already, so the SDK keeps it). */
+
+/** `'500ms'`, `'30s'`, `'5m'`, `'1h'`, or a number of milliseconds. */
+export type Duration = string | number;
+
+export type Delivery = 'exactly-once' | 'at-least-once';
+export type StartFrom = 'earliest' | 'latest';
+/** Where a reset moves a group: the first or last retained message, or an offset. */
+export type ResetTo = StartFrom | number;
+
+/** A topic's counters (from `topics.describe` only). */
+export interface TopicStats {
+  depth: number;
+  inFlight: number;
+  activeConsumers: number;
+  consumerGroups: number;
+}
+
+/** A topic. */
+export interface Topic {
+  id: string;
+  name: string;
+  partitions: number;
+  retention: string;
+  delivery: Delivery;
+  latencyClass: string;
+  status: 'active' | 'deleting';
+  createdAt: string;
+  stats?: TopicStats;
+}
+
+/** `topics.create`: only `name` is required. */
+export interface CreateTopic {
+  name: string;
+  retention?: string;
+  delivery?: Delivery;
+  partitions?: number;
+  latencyClass?: string;
+}
+
+/** `topics.update`: partitions only grow. */
+export interface UpdateTopic {
+  partitions?: number;
+  retention?: string;
+  latencyClass?: string;
+}
+
+/** One message of `publishBatch` with a key, headers or idempotency key. */
+export interface OutgoingMessage {
+  data: unknown;
+  key?: string;
+  headers?: Record<string, string>;
+  idempotencyKey?: string;
+}
+
+/** `publish` options. */
+export interface PublishOptions {
+  key?: string;
+  headers?: Record<string, string>;
+  /** Given, it is sent as is; otherwise one is generated when publishing is idempotent. */
+  idempotencyKey?: string;
+}
+
+/** Where a published message was stored, once durable. */
+export interface PublishResult {
+  messageId: string;
+  offset: number;
+  partition: number;
+  timestamp: string;
+  /** Server-side milliseconds. */
+  latency: number;
+  /** The key the message was published with (generated unless given), or null. */
+  idempotencyKey: string | null;
+}
+
+/** One message of a batch, in request order. */
+export interface BatchItem {
+  messageId: string;
+  offset: number;
+  partition: number;
+}
+
+/** A batch committed as one: all of its messages were stored, or none. */
+export interface BatchResult {
+  count: number;
+  latency: number;
+  results: BatchItem[];
+}
+
+/** One consumer group of a topic. */
+export interface GroupSummary {
+  name: string;
+  consumers: number;
+  lag: number;
+  deadLetters: number;
+}
+
+/** A partition in a group: its owner (member id), committed offset and lag. */
+export interface PartitionState {
+  id: number;
+  consumer: string | null;
+  offset: number;
+  lag: number;
+}
+
+/** A member (consumer) of a group. */
+export interface Member {
+  id: string;
+  clientId: string;
+  generationId: number;
+  lastHeartbeatAt: string;
+}
+
+/** Retries before dead-lettering, the backoff base, the DLQ depth that alerts. */
+export interface DeadLetterPolicy {
+  maxRetries?: number;
+  retryDelay?: Duration;
+  alertThreshold?: number;
+}
+
+/** A group's settings as the API reports them. */
+export interface GroupConfig {
+  startFrom: StartFrom;
+  ackTimeout: string;
+  maxInFlight: number;
+  sessionTimeout: string;
+  deadLetter: DeadLetterPolicy;
+  [key: string]: unknown;
+}
+
+/** `consumerGroups.configure`: settings not given keep their current value. */
+export interface GroupSettings {
+  startFrom?: StartFrom;
+  ackTimeout?: Duration;
+  maxInFlight?: number;
+  sessionTimeout?: Duration;
+  deadLetter?: DeadLetterPolicy;
+}
+
+/** A consumer group: members, partition owners, committed offsets, lag and settings. */
+export interface Group {
+  name: string;
+  topic: string;
+  consumers: number;
+  generationId: number;
+  partitions: PartitionState[];
+  members: Member[];
+  config: GroupConfig;
+  /** The depth of its dead-letter queue. */
+  deadLetters: number;
+  /** Messages not yet done, over every partition (computed by the SDK). */
+  lag: number;
+}
+
+/** A group's committed offset on a partition, the partition's end, and the lag between. */
+export interface PartitionOffset {
+  partition: number;
+  current: number;
+  latest: number;
+  lag: number;
+}
+
+/** A message that exhausted its retries: the original, why it failed, when, how often. */
+export interface DeadLetter {
+  messageId: string;
+  topic: string;
+  partition: number;
+  offset: number;
+  data: unknown;
+  key: string | null;
+  headers: Record<string, string>;
+  timestamp: string;
+  error: string;
+  attempts: number;
+  firstDeliveredAt: string;
+  deadAt: string;
+}
+
+/** Dead letters oldest first, the queue's depth, and the cursor of the next page. */
+export interface DeadLetterPage {
+  messages: DeadLetter[];
+  depth: number;
+  nextAfter: string | null;
+}
+
+/** A membership: who this consumer is in its group, and its partitions. */
+export interface Membership {
+  memberId: string;
+  generationId: number;
+  assignments: number[];
+  heartbeatIntervalMs: number;
+}
+
+/** The id of a message, whichever spelling the server used (`id` or `messageId`). */
+export function messageIdOf(body: Record<string, unknown>): string {
+  return String(body.messageId ?? body.id);
+}
+
+/** A wire duration: strings as given, numbers as whole milliseconds. */
+export function durationWire(value: Duration): string | number {
+  return typeof value === 'string' ? value : Math.round(value);
+}

@@ -1,0 +1,230 @@
+/** `pq.topics`, `pq.consumerGroups`, `pq.offsets` and `pq.dlq`. */
+
+import { NotFoundError } from './errors.js';
+import type { Transport } from './http.js';
+import {
+  type CreateTopic,
+  type DeadLetter,
+  type DeadLetterPage,
+  type Group,
+  type GroupSettings,
+  type GroupSummary,
+  type PartitionOffset,
+  type ResetTo,
+  type Topic,
+  type UpdateTopic,
+  durationWire,
+  messageIdOf,
+} from './models.js';
+
+/** `/v1/…` with each segment percent-encoded (names may hold any character). */
+export function path(...segments: string[]): string {
+  return '/v1/' + segments.map((s) => encodeURIComponent(s)).join('/');
+}
+
+/** `/v1/topics/{topic}/groups/{group}/…`. */
+export function groupPath(topic: string, group: string, ...rest: string[]): string {
+  return path('topics', topic, 'groups', group, ...rest);
+}
+
+/** The topics of the API key's environment (admin scope to change them). */
+export class Topics {
+  constructor(private readonly transport: Transport) {}
+
+  /** Create a topic; ConflictError (`TOPIC_EXISTS`) when the name is taken. */
+  create(topic: CreateTopic): Promise<Topic> {
+    // Not idempotent: a create whose answer was lost would be refused as TOPIC_EXISTS.
+    return this.transport.request('POST', path('topics'), { json: defined(topic), idempotent: false });
+  }
+
+  /** Every active topic, by name. */
+  async list(): Promise<Topic[]> {
+    const body = await this.transport.request<{ topics: Topic[] }>('GET', path('topics'), { idempotent: true });
+    return body.topics;
+  }
+
+  /** One topic with its stats; NotFoundError when it does not exist. */
+  describe(name: string): Promise<Topic> {
+    return this.transport.request('GET', path('topics', name), { idempotent: true });
+  }
+
+  /** Raise the partition count, change retention or latency class. */
+  update(name: string, changes: UpdateTopic): Promise<Topic> {
+    return this.transport.request('PATCH', path('topics', name), { json: defined(changes), idempotent: true });
+  }
+
+  /** Delete a topic: its name is free at once, its data is removed in the background. */
+  delete(name: string): Promise<Topic> {
+    // Not retried after a lost answer: the repeat would report the deleted topic as missing.
+    return this.transport.request('DELETE', path('topics', name), { idempotent: false });
+  }
+}
+
+/** Where a group is in each partition, and moving it. */
+export class Offsets {
+  constructor(private readonly transport: Transport) {}
+
+  /** One partition's `current`, `latest` and `lag`; every partition's without `partition`. */
+  get(topic: string, where: { group: string; partition: number }): Promise<PartitionOffset>;
+  get(topic: string, where: { group: string }): Promise<PartitionOffset[]>;
+  async get(
+    topic: string,
+    where: { group: string; partition?: number },
+  ): Promise<PartitionOffset | PartitionOffset[]> {
+    const body = await this.transport.request<Record<string, unknown>>('GET', groupPath(topic, where.group, 'offsets'), {
+      query: { partition: where.partition },
+      idempotent: true,
+    });
+    if (where.partition !== undefined) return partitionOffset(body, where.partition);
+    return (body.partitions as Record<string, unknown>[]).map((p) => partitionOffset(p));
+  }
+
+  /** Deliver `partition` from `offset` on (admin scope); its in-flight leases are dropped. */
+  async seek(topic: string, where: { group: string; partition: number; offset: number }): Promise<PartitionOffset> {
+    const body = await this.transport.request<Record<string, unknown>>(
+      'POST',
+      groupPath(topic, where.group, 'offsets', 'seek'),
+      { json: { partition: where.partition, offset: where.offset }, idempotent: true },
+    );
+    return partitionOffset(body, where.partition);
+  }
+
+  /** Move every partition (admin scope); ConflictError while the group has members. */
+  async reset(topic: string, where: { group: string; to: ResetTo }): Promise<PartitionOffset[]> {
+    const body = await this.transport.request<{ partitions: Record<string, unknown>[] }>(
+      'POST',
+      groupPath(topic, where.group, 'offsets', 'reset'),
+      { json: { to: where.to }, idempotent: true },
+    );
+    return body.partitions.map((p) => partitionOffset(p));
+  }
+}
+
+/** The consumer groups of a topic. */
+export class ConsumerGroups {
+  constructor(
+    private readonly transport: Transport,
+    private readonly offsets: Offsets,
+  ) {}
+
+  /** `[{name, consumers, lag, deadLetters}]`; `consumers` counts live members only. */
+  list(topic: string): Promise<GroupSummary[]> {
+    return this.transport.request('GET', path('topics', topic, 'groups'), { idempotent: true });
+  }
+
+  /** Members, partition owners, committed offsets, lag and settings. */
+  async describe(topic: string, group: string): Promise<Group> {
+    return withLag(await this.transport.request<Group>('GET', groupPath(topic, group), { idempotent: true }));
+  }
+
+  /**
+   * Create or change a group (admin scope); settings not given keep their current value.
+   * The API replaces a group's whole configuration, so the SDK reads it and sends it back changed.
+   */
+  async configure(topic: string, group: string, settings: GroupSettings): Promise<Group> {
+    const current = await this.currentConfig(topic, group);
+    const body = mergedConfig(current, settings);
+    return withLag(await this.transport.request<Group>('PUT', groupPath(topic, group), { json: body, idempotent: true }));
+  }
+
+  /** Delete a group with its members and committed offsets (admin scope). */
+  async delete(topic: string, group: string): Promise<void> {
+    await this.transport.request('DELETE', groupPath(topic, group), { idempotent: false });
+  }
+
+  /** Move every partition to `'earliest'`, `'latest'` or an offset (no members allowed). */
+  resetOffsets(topic: string, group: string, options: { to: ResetTo }): Promise<PartitionOffset[]> {
+    return this.offsets.reset(topic, { group, to: options.to });
+  }
+
+  private async currentConfig(topic: string, group: string): Promise<Record<string, unknown>> {
+    try {
+      return (await this.describe(topic, group)).config;
+    } catch (error) {
+      if (error instanceof NotFoundError && error.code === 'GROUP_NOT_FOUND') return {};
+      throw error;
+    }
+  }
+}
+
+/** A group's dead-letter queue: inspect (consume scope), replay (admin scope). */
+export class DeadLetters {
+  constructor(private readonly transport: Transport) {}
+
+  /** Up to `limit` dead letters oldest first, after the message id `after`. */
+  async inspect(topic: string, options: { group: string; limit?: number; after?: string }): Promise<DeadLetterPage> {
+    const body = await this.transport.request<{ messages: Record<string, unknown>[]; depth: number; nextAfter: string | null }>(
+      'GET',
+      groupPath(topic, options.group, 'dlq'),
+      { query: { limit: options.limit, after: options.after }, idempotent: true },
+    );
+    const messages = body.messages.map((m) => ({ ...m, messageId: messageIdOf(m) }) as unknown as DeadLetter);
+    return { messages, depth: body.depth, nextAfter: body.nextAfter ?? null };
+  }
+
+  /** Every dead letter of the queue, page by page. */
+  async *messages(topic: string, options: { group: string; pageSize?: number }): AsyncGenerator<DeadLetter> {
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.inspect(topic, { group: options.group, limit: options.pageSize ?? 100, after });
+      for (const message of page.messages) yield message;
+      if (page.nextAfter === null) return;
+      after = page.nextAfter;
+    }
+  }
+
+  /** Deliver one dead letter to the group again, as attempt 1; resolves to 1. */
+  async replay(topic: string, group: string, options: { messageId: string }): Promise<number> {
+    // Not retried after a lost answer: the repeat would be refused as already replayed.
+    const body = await this.transport.request<{ replayed: number }>(
+      'POST',
+      groupPath(topic, group, 'dlq', options.messageId, 'replay'),
+      { idempotent: false },
+    );
+    return body.replayed;
+  }
+
+  /** Deliver every dead letter to the group again; resolves to how many. */
+  async replayAll(topic: string, group: string): Promise<number> {
+    const body = await this.transport.request<{ replayed: number }>('POST', groupPath(topic, group, 'dlq', 'replay'), {
+      idempotent: false,
+    });
+    return body.replayed;
+  }
+}
+
+/** The group's current settings with the given ones on top (camelCase, as the API takes them). */
+export function mergedConfig(current: Record<string, unknown>, settings: GroupSettings): Record<string, unknown> {
+  const changes = defined({
+    startFrom: settings.startFrom,
+    ackTimeout: settings.ackTimeout === undefined ? undefined : durationWire(settings.ackTimeout),
+    maxInFlight: settings.maxInFlight,
+    sessionTimeout: settings.sessionTimeout === undefined ? undefined : durationWire(settings.sessionTimeout),
+  });
+  const dead = settings.deadLetter ?? {};
+  const deadChanges = defined({
+    maxRetries: dead.maxRetries,
+    retryDelay: dead.retryDelay === undefined ? undefined : durationWire(dead.retryDelay),
+    alertThreshold: dead.alertThreshold,
+  });
+  const known = (current.deadLetter as Record<string, unknown> | undefined) ?? {};
+  return { ...current, ...changes, deadLetter: { ...known, ...deadChanges } };
+}
+
+function withLag(group: Group): Group {
+  return { ...group, lag: group.partitions.reduce((sum, p) => sum + p.lag, 0) };
+}
+
+function partitionOffset(body: Record<string, unknown>, partition?: number): PartitionOffset {
+  return {
+    partition: Number(partition ?? body.partition),
+    current: Number(body.current),
+    latest: Number(body.latest),
+    lag: Number(body.lag),
+  };
+}
+
+/** `value` without its undefined fields. */
+export function defined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

@@ -1,0 +1,196 @@
+// Runs every scenario of ../conformance/scenarios.json through the SDK's public API
+// (the file, its placeholders, matchers and ops are described in ../conformance/README.md).
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { QueueCore, QueueCoreError } from '../dist/index.js';
+
+const FILE = new URL('../../conformance/scenarios.json', import.meta.url);
+const { scenarios } = JSON.parse(readFileSync(FILE, 'utf8'));
+const TIMEOUT_MS = 10_000;
+const SCENARIO_MS = 90_000;
+const CONNECTION_EVENTS = ['connected', 'disconnected', 'reconnecting', 'rebalanced'];
+
+for (const scenario of scenarios) {
+  test(`conformance: ${scenario.name}`, { timeout: SCENARIO_MS }, async () => {
+    const run = randomBytes(8).toString('hex').slice(0, 8);
+    const clients = {
+      own: new QueueCore({ timeout: TIMEOUT_MS }),
+      invalidKey: new QueueCore({ apiKey: 'pq_live_sk_' + '0'.repeat(32), timeout: TIMEOUT_MS }),
+    };
+    const saved = {};
+    for (const [index, step] of scenario.steps.entries()) {
+      const where = `${scenario.name} step ${index} (${step.op})`;
+      const args = rewrite(step.args ?? {}, run, saved);
+      const expect = rewrite(step.expect, run, saved);
+      const outcome = await perform(clients[step.as ?? 'own'], step.op, args);
+      if ('result' in expect) {
+        if (outcome.error) assert.fail(`${where}: expected a result, got ${outcome.error.code}: ${outcome.error.message}`);
+        check(expect.result, outcome.result, where);
+        for (const [name, path] of Object.entries(step.save ?? {})) saved[name] = dig(outcome.result, path);
+      } else {
+        if (!outcome.error) assert.fail(`${where}: expected an error, got ${JSON.stringify(outcome.result)}`);
+        const { code, message, status, requestId } = outcome.error;
+        check(expect.error, { code, message, status, requestId }, where);
+      }
+    }
+  });
+}
+
+/** `{result}` (plain JSON) or `{error}` (a QueueCoreError); anything else is a bug and throws. */
+async function perform(pq, op, args) {
+  try {
+    return { result: JSON.parse(JSON.stringify(await OPS[op](pq, args))) };
+  } catch (error) {
+    if (error instanceof QueueCoreError) return { error };
+    throw error;
+  }
+}
+
+const OPS = {
+  health: (pq) => pq.health(),
+  'topics.create': (pq, a) => pq.topics.create(a),
+  'topics.list': (pq) => pq.topics.list(),
+  'topics.describe': (pq, a) => pq.topics.describe(a.name),
+  'topics.delete': (pq, a) => pq.topics.delete(a.name),
+  publish: (pq, a) => pq.publish(a.topic, a.data, { key: a.key, idempotencyKey: a.idempotencyKey }),
+  publishBatch: (pq, a) => pq.publishBatch(a.topic, a.messages.map((m) => QueueCore.message(m))),
+  consume,
+  'dlq.inspect': (pq, a) => pq.dlq.inspect(a.topic, { group: a.group, limit: a.limit }),
+  'dlq.replay': async (pq, a) => ({ replayed: await pq.dlq.replay(a.topic, a.group, { messageId: a.messageId }) }),
+  'dlq.replayAll': async (pq, a) => ({ replayed: await pq.dlq.replayAll(a.topic, a.group) }),
+  'offsets.get': (pq, a) => pq.offsets.get(a.topic, { group: a.group, partition: a.partition }),
+  'offsets.seek': (pq, a) => pq.offsets.seek(a.topic, { group: a.group, partition: a.partition, offset: a.offset }),
+  'offsets.reset': (pq, a) => pq.offsets.reset(a.topic, { group: a.group, to: a.to }),
+  'groups.list': (pq, a) => pq.consumerGroups.list(a.topic),
+  'groups.describe': (pq, a) => pq.consumerGroups.describe(a.topic, a.group),
+  'groups.reset': (pq, a) => pq.consumerGroups.resetOffsets(a.topic, a.group, { to: a.to }),
+};
+
+/** The `consume` op: handle `count` deliveries with their actions, stop, report them and the events. */
+async function consume(pq, a) {
+  const consumer = pq.consume(a.topic, {
+    group: a.group,
+    mode: a.mode,
+    startFrom: a.startFrom,
+    deadLetter: a.deadLetter,
+    waitMs: 1000,
+  });
+  const events = [];
+  for (const name of CONNECTION_EVENTS) consumer.on(name, () => events.push(name));
+  const handled = [];
+  let done;
+  const finished = new Promise((resolve) => (done = resolve));
+  consumer.on('message', async (msg) => {
+    if (handled.length >= a.count) return;
+    const action = a.actions[Math.min(handled.length, a.actions.length - 1)];
+    const entry = { messageId: msg.id, topic: msg.topic, partition: msg.partition, offset: msg.offset, data: msg.data, key: msg.key, attempt: msg.attempt };
+    handled.push(entry);
+    if (action === 'ack') await msg.ack();
+    else if (action === 'nack') await msg.nack(a.error);
+    else if (action === 'extend+ack') {
+      entry.extended = await msg.extend(30);
+      await msg.ack();
+    }
+    if (handled.length === a.count) done();
+  });
+  const timeoutMs = a.timeoutMs ?? 20_000;
+  let timer;
+  try {
+    await consumer.start();
+    await Promise.race([
+      finished,
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`consume: ${handled.length} of ${a.count} messages in ${timeoutMs} ms`)), timeoutMs);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+    await consumer.stop();
+  }
+  handled.sort((x, y) => x.partition - y.partition || x.offset - y.offset || x.attempt - y.attempt);
+  return { messages: handled, events };
+}
+
+/** `$word` → `word-<run>` in strings; a string that is exactly `@name` → the saved value. */
+function rewrite(value, run, saved) {
+  if (typeof value === 'string') {
+    if (/^@\w+$/.test(value)) {
+      const name = value.slice(1);
+      assert.ok(name in saved, `nothing saved as ${name}`);
+      return saved[name];
+    }
+    return value.replace(/\$([A-Za-z0-9]+)/g, (_, word) => `${word}-${run}`);
+  }
+  if (Array.isArray(value)) return value.map((v) => rewrite(v, run, saved));
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, rewrite(v, run, saved)]));
+  }
+  return value;
+}
+
+/** The value at a dotted path (numeric parts index arrays). */
+function dig(value, path) {
+  return path.split('.').reduce((v, part) => (v == null ? undefined : v[part]), value);
+}
+
+/** Fail naming where and why when `actual` does not match the expectation `m`. */
+function check(m, actual, where) {
+  const why = mismatch(m, actual, '$');
+  if (why) assert.fail(`${where}: ${why}\n  actual: ${JSON.stringify(actual)}`);
+}
+
+/** Why `value` does not match `m`, or null when it does. */
+function mismatch(m, value, at) {
+  if (Array.isArray(m)) {
+    if (!Array.isArray(value) || value.length !== m.length) return `${at}: expected an array of ${m.length}, got ${JSON.stringify(value)}`;
+    for (let i = 0; i < m.length; i++) {
+      const why = mismatch(m[i], value[i], `${at}[${i}]`);
+      if (why) return why;
+    }
+    return null;
+  }
+  if (m !== null && typeof m === 'object') {
+    const keys = Object.keys(m);
+    if (keys.length === 1 && keys[0].startsWith('$')) return matcher(keys[0], m[keys[0]], value, at);
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) return `${at}: expected an object, got ${JSON.stringify(value)}`;
+    for (const key of keys) {
+      if (!(key in value)) return `${at}.${key}: missing`;
+      const why = mismatch(m[key], value[key], `${at}.${key}`);
+      if (why) return why;
+    }
+    return null;
+  }
+  return m === value ? null : `${at}: expected ${JSON.stringify(m)}, got ${JSON.stringify(value)}`;
+}
+
+function matcher(kind, operand, value, at) {
+  switch (kind) {
+    case '$startsWith':
+      return typeof value === 'string' && value.startsWith(operand) ? null : `${at}: ${JSON.stringify(value)} does not start with ${operand}`;
+    case '$contains':
+      return typeof value === 'string' && value.includes(operand) ? null : `${at}: ${JSON.stringify(value)} does not contain ${operand}`;
+    case '$type':
+      return typeOf(value) === operand ? null : `${at}: expected a ${operand}, got ${typeOf(value)}`;
+    case '$includes':
+      if (!Array.isArray(value)) return `${at}: expected an array`;
+      for (const wanted of operand) {
+        if (!value.some((v) => mismatch(wanted, v, at) === null)) return `${at}: nothing matches ${JSON.stringify(wanted)}`;
+      }
+      return null;
+    case '$excludes':
+      if (!Array.isArray(value)) return `${at}: expected an array`;
+      for (const unwanted of operand) {
+        if (value.some((v) => mismatch(unwanted, v, at) === null)) return `${at}: something matches ${JSON.stringify(unwanted)}`;
+      }
+      return null;
+    default:
+      return `${at}: unknown matcher ${kind}`;
+  }
+}
+
+function typeOf(value) {
+  if (value === null) return 'null';
+  return Array.isArray(value) ? 'array' : typeof value;
+}
