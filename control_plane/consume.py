@@ -215,7 +215,7 @@ class ConsumeController(Controller):
                 pulled = await data_plane.pull(
                     auth_context(request).environment_id, ref, member_id, data.max_messages, pulled
                 )
-                ref, watch.partitions = pulled.ref, pulled.partitions
+                ref, watch.partitions, watch.full = pulled.ref, pulled.partitions, pulled.full
                 remaining = deadline - loop.time()
                 if pulled.deliveries or remaining <= 0:
                     return PullResponse(Renderer(ref).all(pulled.deliveries))
@@ -256,6 +256,7 @@ class ConsumeController(Controller):
         if not outcome.done:
             verdicts = {"acked": [], "rejected": outcome.rejected}  # beside "error", as in a 200
             raise AckRejected(outcome.rejected[0]["reason"], body=verdicts)
+        data_plane.listener.poke_full(ref.topic_id)  # a stream waiting for room pulls again
         return Response({"acked": outcome.done, "rejected": outcome.rejected}, status_code=200)
 
     @post("/nack", summary="Reject a message: retry with backoff or dead-letter", status_code=200)
@@ -274,9 +275,12 @@ class ConsumeController(Controller):
             else parse_duration_ms(data.retry_delay, "retryDelay", RETRY_DELAY_MS)
         )
         async with group_session(request, data_plane, topic, group) as (conn, ref):
-            return await delivery.nack(
+            nacked = await delivery.nack(
                 conn, data_plane.reader, ref, data.ack_id, data.error, delay
             )
+        # Its streams pull again: room was made, and the retry's due time is a new wake-up.
+        data_plane.listener.poke({ref.topic_id})
+        return nacked
 
     @post("/extend", summary="Extend leases", status_code=200)
     async def extend(
@@ -357,6 +361,7 @@ async def _events(
     """
     pulled, look_again = first, True  # registered after the first pull: look once more
     with data_plane.listener.watch(first.ref.topic_id, first.partitions) as watch:
+        watch.full = first.full
         while True:
             if pulled.deliveries:
                 wires = Renderer(pulled.ref).all(pulled.deliveries)
@@ -369,7 +374,7 @@ async def _events(
                 pulled = await data_plane.pull(
                     environment_id, pulled.ref, member_id, STREAM_BATCH, pulled
                 )
-                watch.partitions = pulled.partitions
+                watch.partitions, watch.full = pulled.partitions, pulled.full
             except QueueCoreError as exc:
                 yield _error_event(exc.code, exc.message)
                 return

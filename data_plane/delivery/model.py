@@ -66,6 +66,7 @@ class Pulled:
     partitions: frozenset[int]  # owned by the member at the pull
     wakeup: datetime | None  # the next lease expiry or due retry of those partitions
     session_timeout_ms: int  # of the member: a waiting consumer pulls again well within it
+    full: bool = False  # the member holds maxInFlight messages: only an ack or nack makes room
 
 
 async def group_ref(conn: Conn, environment_id: str, topic: str, group: str) -> GroupRef:

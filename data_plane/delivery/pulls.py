@@ -138,12 +138,14 @@ def _with_settings(ref: GroupRef, member_id: str, settings: dict[str, Any] | Non
 def _pulled(ref: GroupRef, found: dict[str, Any], deliveries: list[Delivery]) -> Pulled:
     """What the caller gets: the deliveries, and what it needs to wait for more."""
     wakeup = found["state"]["wakeup"]
+    in_flight = int(found["state"]["in_flight"]) + len(deliveries)
     return Pulled(
         ref,
         deliveries,
         frozenset(r["partition"] for r in found["owned"]),
         None if wakeup is None else datetime.fromisoformat(wakeup),
         found["settings"]["session_timeout_ms"],
+        full=in_flight >= ref.max_in_flight,
     )
 
 

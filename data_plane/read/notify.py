@@ -31,6 +31,7 @@ class Watch:
     def __init__(self, partitions: frozenset[int] | None) -> None:
         self.partitions = partitions  # None: any partition of the topic
         self.event = asyncio.Event()
+        self.full = False  # its member holds maxInFlight messages: an ack here wakes it
 
     def concerns(self, partition: int) -> bool:
         """Whether a notification about ``partition`` should wake this consumer."""
@@ -84,6 +85,13 @@ class PublishListener:
     def poke(self, topic_ids: set[str]) -> None:
         """Wake every local waiter of these topics."""
         self.poke_partitions({(topic_id, -1) for topic_id in topic_ids})
+
+    def poke_full(self, topic_id: str) -> None:
+        """Wake the local waiters of a topic whose members could take no more messages: an ack
+        made room (acks through another replica wake them at their next lease expiry)."""
+        for watch in self._waiters.get(topic_id, ()):
+            if watch.full:
+                watch.event.set()
 
     def poke_partitions(self, changed: set[tuple[str, int]]) -> None:
         """Wake the local waiters concerned by these (topic, partition) pairs."""

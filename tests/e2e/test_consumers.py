@@ -183,3 +183,39 @@ def test_kill_9_of_one_consumer_leaves_every_message_acked_exactly_once(
     assert histories[0].exists() and histories[0].read_text(), (
         "the killed consumer had acked some messages first"
     )
+
+
+def test_a_stream_at_its_in_flight_limit_goes_on_as_soon_as_it_acks(
+    api: str, services: Services
+) -> None:
+    # A long session and ack timeout: without a wake-up on ack the stream would wait for its
+    # keepalive or a third of its 60 s session before pulling again.
+    org = new_organisation(services.database_url, tier="pro")
+    client = setup_topic(
+        api, org.keys["production"].secret, "room.events", 1, maxInFlight=5, ackTimeout="10m"
+    )
+    base = "/v1/topics/room.events/groups/g"
+    member = client.post(f"{base}/members", json={"sessionTimeout": "60s"}).json()["memberId"]
+    published = [{"data": {"n": n}} for n in range(10)]
+    assert client.post("/v1/topics/room.events/messages/batch", json={"messages": published})
+    seen: list[tuple[float, dict[str, object]]] = []
+
+    def listen() -> None:
+        with client.stream("GET", f"{base}/members/{member}/stream", timeout=60) as response:
+            for line in response.iter_lines():
+                if line.startswith("data:"):
+                    message = json.loads(line[5:])
+                    seen.append((time.monotonic(), message))
+                    if len(seen) == 5:  # the limit: ack them all at once
+                        acks = [m["ackId"] for _, m in seen]
+                        assert client.post(f"{base}/ack", json={"ackIds": acks}).status_code == 200
+                    if len(seen) == 10:
+                        return
+
+    reader = threading.Thread(target=listen, daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    assert len(seen) == 10, f"only {len(seen)} of 10 arrived: the stream did not wake on the ack"
+    assert [m["data"] for _, m in seen] == [{"n": n} for n in range(10)]
+    gap_s = seen[5][0] - seen[4][0]
+    assert gap_s < 3, f"the second half came {gap_s:.1f} s after the first, not at the ack"
