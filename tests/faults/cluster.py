@@ -210,6 +210,8 @@ class Nemesis:
             kind = kinds[number % len(kinds)]
             target = rng.choice(self.cluster.targets()[kind])
             self.inject(target, kind, rng.choice(FAULT_KINDS), rng, clock)
+            if self.done:
+                print(f"fault {len(self.done)}/{faults}: {self.done[-1]}", file=sys.stderr)
             time.sleep(max(0.0, began + slot_s - time.monotonic()))
 
     def inject(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import tempfile
 import threading
 import time
@@ -97,6 +98,7 @@ async def _produce(workload: Workload) -> None:
 
 async def _drain(workload: Workload) -> None:
     """Let consumers catch up (lag 0 on every group) for at most ``DRAIN_S``."""
+    print(f"draining after {workload.ops()} operations", file=sys.stderr)
     deadline = asyncio.get_running_loop().time() + DRAIN_S
     while asyncio.get_running_loop().time() < deadline:
         if all(workload.lag.get(topic, 1) == 0 for topic in DELIVERY):

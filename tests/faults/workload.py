@@ -224,12 +224,17 @@ class Workload:
             if not await member.ensure_joined():
                 continue
             beat = asyncio.create_task(member.heartbeats())
+            stream = asyncio.create_task(self.stream_once(member))
             try:
-                await self.stream_once(member)
+                while not stream.done():
+                    await asyncio.wait({stream}, timeout=0.5)
+                    if self.consumers_stop.is_set():
+                        stream.cancel()  # an idle stream only sends keep-alive comments
             finally:
-                beat.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await beat
+                for task in (beat, stream):
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
 
     async def stream_once(self, member: Member) -> None:
         """Read one stream connection until it ends, fails, or the member must rejoin."""
