@@ -41,6 +41,7 @@ class Report:
 
     anomalies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    checked: Counter[str] = field(default_factory=Counter)  # how much each check looked at
 
     def add(self, name: str, **detail: Any) -> None:
         """Record one anomaly."""
@@ -105,6 +106,7 @@ def ground_truth(ops: list[Op]) -> Truth:
 
 def check_final_read(truth: Truth, report: Report) -> None:
     """Two messages at one offset; payloads stored more often than the contract allows."""
+    report.checked["storedMessages"] += sum(len(stored) for stored in truth.at.values())
     for slot, stored in truth.at.items():
         if len(stored) > 1:
             report.add("inconsistent_offset", slot=list(slot), stored=stored, why="two at one")
@@ -143,6 +145,7 @@ def check_publishes(ops: list[Op], truth: Truth, report: Report) -> None:
 
 
 def _check_acknowledged(slot: Slot, pid: str, op: Op, truth: Truth, report: Report) -> None:
+    report.checked["acknowledgedMessages"] += 1
     stored = truth.at.get(slot)
     if not stored:
         report.add("lost_write", op=op.id, slot=list(slot), pid=pid)
@@ -169,6 +172,7 @@ def check_deliveries(ops: list[Op], truth: Truth, report: Report) -> None:
     """A delivered message is the one stored at its offset."""
     for op, msg in _delivered(ops):
         slot = (op.get("topic"), msg["partition"], msg["offset"])
+        report.checked["deliveries"] += 1
         stored = truth.at.get(slot, [])
         if msg["pid"] not in {p for p, _ in stored}:
             report.add("inconsistent_offset", op=op.id, slot=list(slot), delivered=msg["pid"])
@@ -193,6 +197,7 @@ def check_redelivery_after_ack(ops: list[Op], truth: Truth, report: Report) -> N
         for ack_id in op.get("acked", []):
             where = leased.get(ack_id)
             if where and truth.delivery.get(where[0]) == EXACTLY_ONCE:
+                report.checked["acceptedAcksExactlyOnce"] += 1
                 acked_at[where] = min(acked_at.get(where, op.complete_s), op.complete_s)
     for op, msg in _delivered(ops):
         where = (op.get("topic"), op.get("group"), msg["partition"], msg["offset"])
@@ -217,6 +222,7 @@ def _check_series(
 ) -> None:
     by_completion = sorted(series, key=lambda r: r[1])
     best, best_op, i = -1, 0, 0
+    report.checked["committedOffsetReads"] += len(series)
     for invoke_s, _, committed, op_id in sorted(series):
         while i < len(by_completion) and by_completion[i][1] < invoke_s:
             if by_completion[i][2] > best:
@@ -262,6 +268,7 @@ def _disturbs(op: Op) -> bool:
 
 
 def _check_step(key: tuple[str, str, int], before: int, now: int, op: Op, report: Report) -> None:
+    report.checked["pollSteps"] += 1
     if now <= before:
         report.add("non_monotonic_poll", op=op.id, at=list(key), before=before, now=now)
     elif now > before + 1:
@@ -280,6 +287,7 @@ def check_committed_were_delivered(ops: list[Op], report: Report) -> None:
         for partition, committed in op.get("committed", {}).items():
             key = (op.get("topic"), op.get("group"), int(partition))
             first = start.get(partition, 0)
+            report.checked["committedOffsetsDelivered"] += max(committed - first, 0)
             missing = sorted(set(range(first, committed)) - seen[key])
             if missing:
                 report.add("poll_skip", at=list(key), never_delivered=missing[:20])

@@ -131,6 +131,7 @@ def summarise(
         "faults": len(nemesis.done),
         "faultsByKind": nemesis.by_kind(),
         "faultLog": [vars(f) for f in nemesis.done],
+        "checked": dict(report.checked),
         "anomalies": report.by_name(),
         "anomalyDetails": {name: found[:5] for name, found in report.anomalies.items()},
     }

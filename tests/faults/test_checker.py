@@ -92,6 +92,15 @@ def test_a_healthy_history_has_no_anomaly() -> None:
     assert report.ok, report.anomalies
     assert report.by_name() == dict.fromkeys(ANOMALIES, 0)
     assert report.counts["publish"] == 3
+    assert report.checked == {
+        "storedMessages": 4,
+        "acknowledgedMessages": 4,
+        "deliveries": 3,
+        "acceptedAcksExactlyOnce": 2,
+        "committedOffsetReads": 2,
+        "pollSteps": 2,
+        "committedOffsetsDelivered": 2,
+    }
 
 
 def test_an_acknowledged_publish_missing_from_the_final_read_is_a_lost_write() -> None:
