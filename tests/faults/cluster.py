@@ -1,10 +1,11 @@
 """A private QueueCore cluster for one fault run, and the nemesis that breaks it.
 
 The run starts its own PostgreSQL, SeaweedFS and Redis (never the test session's shared ones) and
-two ``queuecore serve`` replicas. Every process is the leader of its own process group, so a fault
-reaches all of it: PostgreSQL's postmaster and every backend are frozen or killed together.
-Services are started and restarted from the thread that created the cluster: embedded services
-die with the thread that spawned them (``PR_SET_PDEATHSIG``).
+two ``queuecore serve`` replicas. A fault reaches a target's whole process tree: PostgreSQL puts
+each backend in a session of its own, so its postmaster and every backend are signalled one by one
+(the postmaster first, so it forks nothing new meanwhile). Services are started and restarted from
+the thread that created the cluster: they die with the thread that spawned them
+(``PR_SET_PDEATHSIG``), and so do the replicas.
 """
 
 from __future__ import annotations
@@ -22,8 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import psutil
+
 from infra import migrate
-from infra.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedS3, free_port_block
+from infra.embedded import (
+    EmbeddedPostgres,
+    EmbeddedRedis,
+    EmbeddedS3,
+    die_with_parent,
+    free_port_block,
+)
 from tests.support.processes import http_status, wait_for
 from tests.support.services import Services
 
@@ -32,12 +41,12 @@ FAULT_KINDS = ("kill", "freeze")
 
 
 class Target(Protocol):
-    """Something the nemesis can break: a process group it can signal and restart."""
+    """Something the nemesis can break: a process tree it can signal and restart."""
 
     name: str
 
-    def pgid(self) -> int | None:
-        """The process group of the target, or None when it is not running."""
+    def root(self) -> subprocess.Popen[bytes] | None:
+        """The target's first process, or None when it is not running."""
         ...
 
     def restart(self) -> None:
@@ -72,13 +81,14 @@ class Api:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=die_with_parent(signal.SIGTERM),
             )
         ready = lambda: http_status(f"{self.url}/healthz") == 200  # noqa: E731
         wait_for(ready, 90, f"{self.name} ready", self.process, self.log)
 
-    def pgid(self) -> int | None:
-        """The replica's process group."""
-        return _running_pgid(self.process)
+    def root(self) -> subprocess.Popen[bytes] | None:
+        """The replica's process."""
+        return _running(self.process)
 
     def restart(self) -> None:
         """Start again on the same port."""
@@ -86,15 +96,14 @@ class Api:
 
     def stop(self) -> None:
         """Stop gracefully, by force after 20 s."""
-        if self.process is not None and self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGCONT)
-            self.process.terminate()
+        if (process := _running(self.process)) is not None:
+            signal_tree(process, signal.SIGCONT)
+            process.terminate()
             try:
-                self.process.wait(20)
+                process.wait(20)
             except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
+                signal_tree(process, signal.SIGKILL)
+                process.wait(10)
 
 
 @dataclass
@@ -104,19 +113,38 @@ class Embedded:
     name: str
     service: EmbeddedPostgres | EmbeddedS3 | EmbeddedRedis
 
-    def pgid(self) -> int | None:
-        """The service's process group (it is started as a session leader)."""
-        return _running_pgid(self.service.process)
+    def root(self) -> subprocess.Popen[bytes] | None:
+        """The service's first process (PostgreSQL's postmaster)."""
+        return _running(self.service.process)
 
     def restart(self) -> None:
         """Start again on the same ports and data directory."""
         self.service.start()
 
 
-def _running_pgid(process: subprocess.Popen[bytes] | None) -> int | None:
-    if process is None or process.poll() is not None:
-        return None
-    return process.pid  # a session leader's pid is its group id
+def _running(process: subprocess.Popen[bytes] | None) -> subprocess.Popen[bytes] | None:
+    return None if process is None or process.poll() is not None else process
+
+
+def signal_tree(root: subprocess.Popen[bytes], sig: int) -> int:
+    """Send ``sig`` to ``root`` and then to every process below it; returns how many got it."""
+    before = _descendants(root.pid)  # a killed root has no children left to list
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(root.pid, sig)
+    reached = 1
+    children = {p.pid: p for p in before + _descendants(root.pid)}  # + forked meanwhile
+    for child in children.values():
+        with contextlib.suppress(psutil.Error):
+            child.send_signal(sig)
+            reached += 1
+    return reached
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
 
 
 @dataclass
@@ -171,9 +199,8 @@ class Cluster:
         for api in self.apis:
             api.stop()
         for service in (self.redis, self.s3, self.postgres):
-            if service.process is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(service.process.pid, signal.SIGCONT)
+            if (process := _running(service.process)) is not None:
+                signal_tree(process, signal.SIGCONT)
             service.stop()
 
 
@@ -186,6 +213,7 @@ class Fault:
     start_s: float
     duration_s: float
     restart_s: float = 0.0
+    processes: int = 1  # how many processes the signal reached
 
 
 @dataclass
@@ -223,35 +251,31 @@ class Nemesis:
         clock: Callable[[], float],
     ) -> None:
         """One fault on ``target``; returns once it is healed."""
-        pgid = target.pgid()
-        if pgid is None:
+        root = target.root()
+        if root is None:
             return
         started, down_s = clock(), rng.uniform(1.0, 4.0)
         if fault == "freeze":
-            os.killpg(pgid, signal.SIGSTOP)
+            reached = signal_tree(root, signal.SIGSTOP)
             time.sleep(down_s)
-            os.killpg(pgid, signal.SIGCONT)
-            self.done.append(Fault(f"{kind}:{target.name}", fault, started, down_s))
+            signal_tree(root, signal.SIGCONT)
+            self.done.append(Fault(f"{kind}:{target.name}", fault, started, down_s, 0, reached))
             return
-        os.killpg(pgid, signal.SIGKILL)
-        _reap(target)
+        reached = signal_tree(root, signal.SIGKILL)
+        _reap(root)
         time.sleep(down_s)
         began = time.monotonic()
         target.restart()
         restart_s = time.monotonic() - began
-        self.done.append(Fault(f"{kind}:{target.name}", fault, started, down_s, restart_s))
+        self.done.append(Fault(f"{kind}:{target.name}", fault, started, down_s, restart_s, reached))
 
     def by_kind(self) -> dict[str, int]:
         """Faults injected, by ``target kind:fault`` (e.g. ``postgres:kill``)."""
         return dict(Counter(f"{f.target.split(':')[0]}:{f.kind}" for f in self.done))
 
 
-def _reap(target: Target) -> None:
-    """Wait for the killed process (and its group) to be gone, so its ports come free."""
-    process = getattr(target, "process", None) or getattr(
-        getattr(target, "service", None), "process", None
-    )
-    if process is not None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(10)
+def _reap(root: subprocess.Popen[bytes]) -> None:
+    """Wait for the killed process to be gone, so its ports come free."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        root.wait(10)
     time.sleep(0.2)
