@@ -138,6 +138,9 @@ def check_publishes(ops: list[Op], truth: Truth, report: Report) -> None:
                 if earlier[0] != item["pid"]:
                     report.add("inconsistent_offset", slot=list(slot), ops=[earlier[1], op.id])
         stored = [truth.stored(topic, item["pid"], attempt) for item in items]
+        if op.outcome == UNKNOWN:  # resolved by the final read: how unknowns turned out
+            written = "Written" if any(stored) else "NotWritten"
+            report.checked[f"unknownPublishes{written}"] += 1
         if op.outcome == FAIL and any(stored):
             report.add("failed_write_stored", op=op.id, topic=topic, status=op.get("status"))
         if len(items) > 1 and any(stored) and not all(stored):

@@ -102,9 +102,11 @@ class Workload:
             return UNKNOWN, None, type(exc).__name__
         return (OK if response.is_success else FAIL), response, str(response.status_code)
 
-    async def until_ok(self, method: str, path: str, body: Any = None) -> httpx.Response:
+    async def until_ok(
+        self, method: str, path: str, body: Any = None, tries: int = 240
+    ) -> httpx.Response:
         """Retry a setup or final-read call on any replica until it succeeds (faults have healed)."""
-        for attempt in range(600):
+        for attempt in range(tries):
             outcome, response, _ = await self.call(attempt % len(self.urls), method, path, body)
             if response is not None and (outcome == OK or response.status_code == 409):
                 return response
@@ -321,25 +323,31 @@ class Workload:
         """Read every partition from offset 0 to its end: the ground truth."""
         for topic in DELIVERY:
             for partition in range(PARTITIONS):
-                messages = await self.read_partition(topic, partition)
+                outcome, messages = await self.read_partition(topic, partition)
                 self.recorder.instant(
-                    "final", "checker", topic=topic, partition=partition, messages=messages
+                    "final", "checker", outcome, topic=topic, partition=partition, messages=messages
                 )
-            while not await self.read_offsets(topic, 0, final=True):
+            for _ in range(120):
+                if await self.read_offsets(topic, 0, final=True):
+                    break
                 await asyncio.sleep(0.5)
 
-    async def read_partition(self, topic: str, partition: int) -> list[dict[str, Any]]:
-        """Every stored message of one partition, as ``{offset, pid, a}``."""
+    async def read_partition(self, topic: str, partition: int) -> tuple[str, list[dict[str, Any]]]:
+        """Every stored message of one partition, as ``{offset, pid, a}``; a partition that
+        cannot be read to its end (after a minute of retries) is what could be read: ``fail``."""
         found: list[dict[str, Any]] = []
         offset = 0
         while True:
             path = f"/v1/topics/{topic}/partitions/{partition}/messages?offset={offset}&limit=1000"
-            page = (await self.until_ok("GET", path)).json()
+            try:
+                page = (await self.until_ok("GET", path, tries=120)).json()
+            except RuntimeError:
+                return FAIL, found
             for message in page["messages"]:
                 data = message["data"]
                 found.append({"offset": message["offset"], "pid": data["pid"], "a": data["a"]})
             if page["nextOffset"] >= page["latestOffset"] or not page["messages"]:
-                return found
+                return OK, found
             offset = page["nextOffset"]
 
 
