@@ -230,7 +230,7 @@ class Workload:
             try:
                 while not stream.done():
                     await asyncio.wait({stream}, timeout=0.5)
-                    if self.consumers_stop.is_set():
+                    if self.consumers_stop.is_set() or member.must_rejoin:
                         stream.cancel()  # an idle stream only sends keep-alive comments
             finally:
                 for task in (beat, stream):
