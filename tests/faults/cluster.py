@@ -222,13 +222,14 @@ class Nemesis:
 
     cluster: Cluster
     seed: int
+    kinds: tuple[str, ...] = TARGET_KINDS  # the target kinds to break, in turn
     done: list[Fault] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
 
     def run(self, faults: int, duration_s: float, clock: Callable[[], float]) -> None:
         """Inject ``faults`` faults spread over ``duration_s``, every target kind in turn."""
         rng = random.Random(self.seed)
-        kinds = list(TARGET_KINDS)
+        kinds = list(self.kinds)
         rng.shuffle(kinds)
         slot_s = duration_s / max(faults, 1)
         deadline = time.monotonic() + duration_s

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.faults.checker import check
-from tests.faults.cluster import Cluster, Nemesis
+from tests.faults.cluster import TARGET_KINDS, Cluster, Nemesis
 from tests.faults.history import Recorder
 from tests.faults.workload import DELIVERY, Config, Workload, run_all
 from tests.support.tenancy import new_organisation
@@ -31,7 +31,13 @@ DRAIN_S = 60.0
 
 
 def run(
-    root: Path, seed: int, faults: int, duration_s: float, min_ops: int = 0, producers: int = 4
+    root: Path,
+    seed: int,
+    faults: int,
+    duration_s: float,
+    min_ops: int = 0,
+    producers: int = 4,
+    targets: tuple[str, ...] = TARGET_KINDS,
 ) -> dict[str, Any]:
     """One whole run in ``root``; returns the summary (also written to ``root/summary.json``)."""
     root.mkdir(parents=True, exist_ok=True)
@@ -43,7 +49,7 @@ def run(
         config = Config(seed=seed, producers=producers, min_ops=min_ops)
         urls = [api.url for api in cluster.apis]
         workload = Workload(urls, org.keys["production"].secret, recorder, config)
-        nemesis = Nemesis(cluster, seed)
+        nemesis = Nemesis(cluster, seed, targets)
         _drive(workload, nemesis, faults, duration_s)
     finally:
         cluster.stop()
@@ -145,10 +151,14 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=1200, help="fault period, seconds")
     parser.add_argument("--ops", type=int, default=100_000, help="minimum operations")
     parser.add_argument("--producers", type=int, default=4)
+    parser.add_argument(
+        "--targets", default=",".join(TARGET_KINDS), help="what to break, e.g. postgres,s3"
+    )
     parser.add_argument("--out", type=Path, default=None, help="directory for history and summary")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="queuecore-faults-"))
-    summary = run(out, args.seed, args.faults, args.duration, args.ops, args.producers)
+    targets = tuple(t for t in args.targets.split(",") if t in TARGET_KINDS)
+    summary = run(out, args.seed, args.faults, args.duration, args.ops, args.producers, targets)
     print(json.dumps({k: v for k, v in summary.items() if k != "faultLog"}, indent=2))
     print(f"history and summary in {out}")
     raise SystemExit(0 if not any(summary["anomalies"].values()) else 1)
