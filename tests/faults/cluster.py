@@ -30,6 +30,7 @@ from infra.embedded import (
     EmbeddedPostgres,
     EmbeddedRedis,
     EmbeddedS3,
+    ServiceError,
     die_with_parent,
     free_port_block,
 )
@@ -218,13 +219,12 @@ class Fault:
 
 @dataclass
 class Nemesis:
-    """Kills (SIGKILL, then restart) and freezes (SIGSTOP, then SIGCONT) whole process groups."""
+    """Kills (SIGKILL, then restart) and freezes (SIGSTOP, then SIGCONT) whole process trees."""
 
     cluster: Cluster
     seed: int
     kinds: tuple[str, ...] = TARGET_KINDS  # the target kinds to break, in turn
     done: list[Fault] = field(default_factory=list)
-    log: list[str] = field(default_factory=list)
 
     def run(self, faults: int, duration_s: float, clock: Callable[[], float]) -> None:
         """Inject ``faults`` faults spread over ``duration_s``, every target kind in turn."""
@@ -266,13 +266,25 @@ class Nemesis:
         _reap(root)
         time.sleep(down_s)
         began = time.monotonic()
-        target.restart()
+        _restart(target)
         restart_s = time.monotonic() - began
         self.done.append(Fault(f"{kind}:{target.name}", fault, started, down_s, restart_s, reached))
 
     def by_kind(self) -> dict[str, int]:
         """Faults injected, by ``target kind:fault`` (e.g. ``postgres:kill``)."""
         return dict(Counter(f"{f.target.split(':')[0]}:{f.kind}" for f in self.done))
+
+
+def _restart(target: Target, attempts: int = 3) -> None:
+    """Restart a killed target; a target that cannot come back fails the run (not a skip)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            target.restart()
+            return
+        except (ServiceError, AssertionError) as exc:
+            if attempt == attempts:
+                raise RuntimeError(f"{target.name} did not restart: {exc}") from exc
+            time.sleep(1)
 
 
 def _reap(root: subprocess.Popen[bytes]) -> None:
