@@ -28,10 +28,11 @@ from core.settings import SparkSettings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# What a job's tasks import (spark_pipelines → data_plane → infra, observability …), when the
+# What a job's tasks import (spark_pipelines → data_plane → core, observability …), when the
 # installed distribution does not say which top-level packages it has.
 SHIPPED_PACKAGES = (
     "spark_pipelines",
+    "core",
     "data_plane",
     "infra",
     "observability",
@@ -56,7 +57,9 @@ def shipped_packages() -> list[str]:
     """The project's top-level packages, as its installed distribution lists them (so a package
     added to pyproject.toml is shipped too)."""
     try:
-        listed = importlib.metadata.distribution("queuecore").read_text("top_level.txt") or ""
+        listed = (
+            importlib.metadata.distribution("queuecore-server").read_text("top_level.txt") or ""
+        )
     except importlib.metadata.PackageNotFoundError:
         listed = ""
     return sorted(set(listed.split()) | set(SHIPPED_PACKAGES))

@@ -26,6 +26,7 @@ from celery import shared_task
 from billing import queries as usage_queries
 from core import settings
 from core.errors import ServerError, ValidationFailed
+from core.settings import SparkSettings
 from core.worker import task_connection
 from data_plane.groups import lag_queries
 from data_plane.maintenance import compaction_queries
@@ -149,7 +150,7 @@ async def _has_compaction_candidates(small_object_bytes: int, min_age_s: int) ->
 def submit(module: str, args: list[str], timeout_s: float = JOB_TIMEOUT_S) -> dict[str, Any]:
     """Run a job module in a child process (``spark-submit`` on a cluster master); its report
     (the last line it prints, JSON)."""
-    command = job_command(module, args, settings.spark())
+    command = job_command(module, args, SparkSettings.from_env())
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=timeout_s, check=False
