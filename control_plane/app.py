@@ -15,6 +15,7 @@ from litestar.types import ControllerRouterHandler
 from control_plane.auth import key_authentication
 from control_plane.consume import publish_listener
 from control_plane.dashboard import dashboard_route_handlers, dashboard_templates
+from control_plane.edge import nul_guard_middleware
 from control_plane.errors import EXCEPTION_HANDLERS
 from control_plane.health import HealthController
 from control_plane.rate_limit import rate_limiting
@@ -47,7 +48,7 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
         lifespan=[lifespan, rate_limiting, key_authentication, publishing, publish_listener],
         exception_handlers=EXCEPTION_HANDLERS,
         before_send=[add_request_id_header],
-        middleware=[request_id_middleware],
+        middleware=[request_id_middleware, nul_guard_middleware],
         plugins=tracing_plugins(),
         openapi_config=OpenAPIConfig(
             title="QueueCore API",

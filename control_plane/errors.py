@@ -282,9 +282,29 @@ def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Respon
     )
 
 
+def handle_undecodable(
+    request: Request[Any, Any, Any], exc: UnicodeDecodeError
+) -> Response[dict[str, Any]]:
+    """A body that is not UTF-8 (JSON must be): the client's error, not the server's."""
+    log.info("body_not_utf8", path=request.url.path)
+    return error_response(request, 400, "VALIDATION_ERROR", "Request body is not valid UTF-8 JSON")
+
+
+def handle_too_deep(
+    request: Request[Any, Any, Any], exc: RecursionError
+) -> Response[dict[str, Any]]:
+    """JSON nested deeper than the decoder follows (about a thousand levels)."""
+    log.info("body_too_deep", path=request.url.path)
+    return error_response(
+        request, 400, "VALIDATION_ERROR", "Request body is nested too deeply to decode"
+    )
+
+
 EXCEPTION_HANDLERS: dict[Any, Any] = {
     QueueCoreError: handle_domain_error,
     ValidationException: handle_validation,
     HTTPException: handle_http,
+    UnicodeDecodeError: handle_undecodable,
+    RecursionError: handle_too_deep,
     Exception: handle_unexpected,
 }

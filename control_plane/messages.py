@@ -15,6 +15,7 @@ from data_plane.cache import BlockCache, cache_max_bytes_from_env
 from data_plane.publish import message_id
 from data_plane.read_schemas import MessagePage, message_page
 from data_plane.reader import SegmentReader
+from data_plane.wire_types import BIGINT_MAX
 
 MAX_BROWSE_LIMIT = 1000
 
@@ -53,8 +54,8 @@ class MessagesController(Controller):
         self,
         request: Request[Any, Any, Any],
         topic: Annotated[str, PathParameter()],
-        partition: Annotated[int, PathParameter(ge=0)],
-        offset: Annotated[int | None, QueryParameter(ge=0)] = None,
+        partition: Annotated[int, PathParameter(ge=0, le=BIGINT_MAX)],
+        offset: Annotated[int | None, QueryParameter(ge=0, le=BIGINT_MAX)] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=MAX_BROWSE_LIMIT)] = 100,
     ) -> MessagePage:
         """Messages with their offsets, then ``nextOffset`` to continue from."""

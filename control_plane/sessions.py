@@ -21,6 +21,7 @@ from litestar.handlers.base import BaseRouteHandler
 from litestar.params import Body
 
 from control_plane.resources import resources_of
+from data_plane.wire_types import Text
 from infra import settings
 from observability.logging import bind
 from tenants import sessions
@@ -39,8 +40,8 @@ _FORM_TYPES = frozenset({RequestEncodingType.URL_ENCODED, RequestEncodingType.MU
 class LoginRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``POST /auth/login``."""
 
-    email: Annotated[str, msgspec.Meta(max_length=320)]
-    password: Annotated[str, msgspec.Meta(max_length=sessions.MAX_PASSWORD_LENGTH)]
+    email: Annotated[Text, msgspec.Meta(max_length=320)]
+    password: Annotated[Text, msgspec.Meta(max_length=sessions.MAX_PASSWORD_LENGTH)]
 
 
 class UserView(msgspec.Struct, rename="camel"):
