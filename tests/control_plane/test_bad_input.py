@@ -170,4 +170,3 @@ def test_a_bad_request_leaves_the_topic_list_unchanged(tenant: Tenant) -> None:
     tenant.send("POST", "/v1/topics", json={"name": f"x{NUL}"})
     tenant.send("POST", "/v1/topics", json={"name": "big", "partitions": TOO_BIG})
     assert tenant.send("GET", "/v1/topics").json()["topics"] == before
-

@@ -39,9 +39,7 @@ def test_bad_org_name_is_one_line_exit_2_and_nothing_written(
         assert organisations_named(services.database_url, name) == 0
 
 
-def test_bad_project_name_is_exit_2(
-    services: Services, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_bad_project_name_is_exit_2(services: Services, capsys: pytest.CaptureFixture[str]) -> None:
     org = new_organisation(services.database_url)
     code = main(["tenants", "create-project", "--org", org.organisation.id, "--name", " "])
     _, err = capsys.readouterr()
