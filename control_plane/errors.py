@@ -57,6 +57,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "SERVICE_UNAVAILABLE": 503,
 }
 
+REALM = "queuecore"
 CLIENT_GONE = "client disconnected prematurely"  # Litestar's words for a body cut short
 
 _CODE_BY_STATUS = {
@@ -99,12 +100,22 @@ def error_response(
     }
     if details:
         body["details"] = details
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": _challenge(request, code, message)}
     return Response(
         content={"error": body, **(extra or {})},
         status_code=status,
         media_type=MediaType.JSON,
         headers=headers,
     )
+
+
+def _challenge(request: Request[Any, Any, Any], code: str, message: str) -> str:
+    """RFC 6750's challenge: the realm, and ``invalid_token`` when a key was presented."""
+    if not request.headers.get("authorization") or code != "INVALID_API_KEY":
+        return f'Bearer realm="{REALM}"'
+    detail = message.replace('"', "'")
+    return f'Bearer realm="{REALM}", error="invalid_token", error_description="{detail}"'
 
 
 def status_for(error: QueueCoreError) -> int:
