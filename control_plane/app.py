@@ -18,6 +18,7 @@ from control_plane.dashboard import dashboard_route_handlers, dashboard_template
 from control_plane.edge import nul_guard_middleware
 from control_plane.errors import EXCEPTION_HANDLERS
 from control_plane.health import HealthController
+from control_plane.openapi_errors import document_errors
 from control_plane.rate_limit import rate_limiting
 from control_plane.request_id import add_request_id_header, request_id_middleware
 from control_plane.resources import lifespan
@@ -46,6 +47,7 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
         ],
         template_config=dashboard_templates(),
         lifespan=[lifespan, rate_limiting, key_authentication, publishing, publish_listener],
+        on_startup=[document_errors],  # before the OpenAPI document is first served
         exception_handlers=EXCEPTION_HANDLERS,
         before_send=[add_request_id_header],
         middleware=[request_id_middleware, nul_guard_middleware],
