@@ -30,7 +30,7 @@ from data_plane.groups import (
 from data_plane.notify import PublishListener
 from data_plane.publish import message_id
 from data_plane.read_schemas import iso_timestamp
-from data_plane.wire_types import BIGINT_MAX, Int64, NonNegative64, Text
+from data_plane.wire_types import INTEGER_MAX, Int64, NonNegative64, Partition, Text
 from infra import settings
 from infra.errors import QueueCoreError
 from observability.logging import get_logger
@@ -71,7 +71,7 @@ class ExtendRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
 class SeekRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``POST …/offsets/seek``."""
 
-    partition: NonNegative64
+    partition: Partition
     offset: NonNegative64
 
 
@@ -366,7 +366,7 @@ class ConsumeController(Controller):
         request: Request[Any, Any, Any],
         topic: FromPath[str],
         group: FromPath[str],
-        partition: Annotated[int | None, QueryParameter(ge=0, le=BIGINT_MAX)] = None,
+        partition: Annotated[int | None, QueryParameter(ge=0, le=INTEGER_MAX)] = None,
     ) -> dict[str, Any]:
         """``{current, latest, lag}`` for one partition, or ``{partitions: […]}``."""
         async with group_session(request, topic, group) as (conn, ref):

@@ -15,7 +15,7 @@ from data_plane.cache import BlockCache, cache_max_bytes_from_env
 from data_plane.publish import message_id
 from data_plane.read_schemas import MessagePage, message_page
 from data_plane.reader import SegmentReader
-from data_plane.wire_types import BIGINT_MAX
+from data_plane.wire_types import BIGINT_MAX, INTEGER_MAX
 
 MAX_BROWSE_LIMIT = 1000
 
@@ -54,7 +54,7 @@ class MessagesController(Controller):
         self,
         request: Request[Any, Any, Any],
         topic: Annotated[str, PathParameter()],
-        partition: Annotated[int, PathParameter(ge=0, le=BIGINT_MAX)],
+        partition: Annotated[int, PathParameter(ge=0, le=INTEGER_MAX)],
         offset: Annotated[int | None, QueryParameter(ge=0, le=BIGINT_MAX)] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=MAX_BROWSE_LIMIT)] = 100,
     ) -> MessagePage:

@@ -81,7 +81,7 @@ def statuses_for(path: str, method: str, operation: Operation) -> list[int]:
         statuses.add(422)
     if operation.request_body is not None:
         statuses.add(413)
-    if "{" in path:
+    if "{" in path or path.startswith("/v1/alerts/"):  # a named resource, or the one endpoint
         statuses.add(404)
     if path.startswith("/v1/"):
         statuses |= {401, 403, 429, 503}

@@ -12,6 +12,7 @@ import msgspec
 
 NO_NUL_PATTERN = r"^[^\x00]*$"
 BIGINT_MAX = 2**63 - 1
+INTEGER_MAX = 2**31 - 1  # PostgreSQL's ``integer``: partition numbers
 
 Text = Annotated[str, msgspec.Meta(pattern=NO_NUL_PATTERN)]
 """Any text PostgreSQL can store: everything but the NUL character."""
@@ -21,6 +22,9 @@ Int64 = Annotated[int, msgspec.Meta(ge=-BIGINT_MAX - 1, le=BIGINT_MAX)]
 
 NonNegative64 = Annotated[int, msgspec.Meta(ge=0, le=BIGINT_MAX)]
 """A partition, an offset or a count: from 0 to the largest ``bigint``."""
+
+Partition = Annotated[int, msgspec.Meta(ge=0, le=INTEGER_MAX)]
+"""A partition number: from 0 to the largest PostgreSQL ``integer``."""
 
 
 def has_nul(*values: str) -> bool:
