@@ -25,7 +25,7 @@ from data_plane.wire_types import Text
 from infra import settings
 from observability.logging import bind
 from tenants import sessions
-from tenants.login_throttle import LoginThrottle
+from tenants.login_throttle import LoginThrottle, ThrottlePolicy
 from tenants.sessions import SESSION_TTL_S, CsrfFailed, Session, SessionRequired
 
 COOKIE_NAME = "qc_session"
@@ -135,6 +135,24 @@ def session_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Session:
     if not isinstance(session, Session):
         raise SessionRequired
     return session
+
+
+SIGNUP_POLICY = ThrottlePolicy(
+    max_failures_per_account=5, max_failures_per_address=20, window_ms=3600 * 1000
+)
+_SIGNUP_THROTTLE_STATE = "signup_throttle"
+
+
+def signup_throttle_of(app: Litestar) -> LoginThrottle:
+    """The process's sign-up throttle: every attempt counts, per email and per client address
+    (:data:`SIGNUP_POLICY`); tests may set ``app.state.signup_throttle`` first."""
+    throttle = app.state.get(_SIGNUP_THROTTLE_STATE)
+    if not isinstance(throttle, LoginThrottle):
+        throttle = LoginThrottle(
+            resources_of(app).redis, SIGNUP_POLICY, key_prefix="qc:signup:{throttle}"
+        )
+        app.state[_SIGNUP_THROTTLE_STATE] = throttle
+    return throttle
 
 
 def login_throttle_of(app: Litestar) -> LoginThrottle:
