@@ -62,7 +62,9 @@ def add_tenants_parser(sub: Any) -> None:
     revoke.add_argument("--env", required=True, help="environment id (env_…)")
     revoke.add_argument("--key", required=True, help="key id (key_…)")
     tier = commands.add_parser(
-        "set-tier", help="change an organisation's tier; applied on the next request"
+        "set-tier",
+        help="change an organisation's tier; applied on the next request (with "
+        "QUEUECORE_REDIS_URL set; else when the API's cached limits expire, within 30 s)",
     )
     tier.add_argument("--org", required=True, help="organisation id (org_…)")
     tier.add_argument("--tier", choices=TIER_CHOICES, required=True)
