@@ -14,8 +14,10 @@ from litestar.types import ControllerRouterHandler
 
 from control_plane.auth import key_authentication
 from control_plane.dashboard import dashboard_route_handlers, dashboard_templates
+from control_plane.edge import nul_guard_middleware
 from control_plane.errors import EXCEPTION_HANDLERS
 from control_plane.health import HealthController
+from control_plane.openapi_errors import document_errors
 from control_plane.rate_limit import rate_limiting
 from control_plane.request_id import add_request_id_header, request_id_middleware
 from control_plane.resources import Runtime
@@ -45,9 +47,10 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
         template_config=dashboard_templates(),
         lifespan=[runtime.lifespan, rate_limiting, key_authentication],
         dependencies=runtime.dependencies(),
+        on_startup=[document_errors],  # before the OpenAPI document is first served
         exception_handlers=EXCEPTION_HANDLERS,
         before_send=[add_request_id_header],
-        middleware=[request_id_middleware],
+        middleware=[request_id_middleware, nul_guard_middleware],
         plugins=tracing_plugins(),
         openapi_config=OpenAPIConfig(
             title="QueueCore API",

@@ -17,6 +17,7 @@ from litestar.params import Body, FromPath, QueryParameter
 from control_plane.auth import auth_context
 from control_plane.sse import EventStream, comment, event, events
 from core.errors import QueueCoreError
+from core.wire_types import INTEGER_MAX, Int64, NonNegative64, Partition, Text
 from data_plane import delivery
 from data_plane.delivery import AckRejected, Delivery, GroupRef, Pulled
 from data_plane.groups.service import (
@@ -44,35 +45,35 @@ class PullRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
 class AckRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``POST …/ack``: settle leases as done."""
 
-    ack_ids: Annotated[list[str], msgspec.Meta(min_length=1, max_length=10_000)]
+    ack_ids: Annotated[list[Text], msgspec.Meta(min_length=1, max_length=10_000)]
 
 
 class NackRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``POST …/nack``: the message failed; retry later or dead-letter."""
 
-    ack_id: str
-    error: Annotated[str, msgspec.Meta(max_length=4096)] = ""
-    retry_delay: str | int | None = None
+    ack_id: Text
+    error: Annotated[Text, msgspec.Meta(max_length=4096)] = ""
+    retry_delay: Text | Int64 | None = None
 
 
 class ExtendRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``POST …/extend``: more time for long work."""
 
-    ack_ids: Annotated[list[str], msgspec.Meta(min_length=1, max_length=10_000)]
-    seconds: int
+    ack_ids: Annotated[list[Text], msgspec.Meta(min_length=1, max_length=10_000)]
+    seconds: Int64
 
 
 class SeekRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``POST …/offsets/seek``."""
 
-    partition: Annotated[int, msgspec.Meta(ge=0)]
-    offset: Annotated[int, msgspec.Meta(ge=0)]
+    partition: Partition
+    offset: NonNegative64
 
 
 class ResetRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``POST …/offsets/reset``."""
 
-    to: Literal["earliest", "latest"] | Annotated[int, msgspec.Meta(ge=0)]
+    to: Literal["earliest", "latest"] | NonNegative64
 
 
 class DeliveredMessage(msgspec.Struct, rename="camel"):
@@ -303,7 +304,7 @@ class ConsumeController(Controller):
         data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
-        partition: Annotated[int | None, QueryParameter(ge=0)] = None,
+        partition: Annotated[int | None, QueryParameter(ge=0, le=INTEGER_MAX)] = None,
     ) -> dict[str, Any]:
         """``{current, latest, lag}`` for one partition, or ``{partitions: […]}``."""
         async with group_session(request, data_plane, topic, group) as (conn, ref):

@@ -57,6 +57,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "SERVICE_UNAVAILABLE": 503,
 }
 
+REALM = "queuecore"
 CLIENT_GONE = "client disconnected prematurely"  # Litestar's words for a body cut short
 
 _CODE_BY_STATUS = {
@@ -99,12 +100,22 @@ def error_response(
     }
     if details:
         body["details"] = details
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": _challenge(request, code, message)}
     return Response(
         content={"error": body, **(extra or {})},
         status_code=status,
         media_type=MediaType.JSON,
         headers=headers,
     )
+
+
+def _challenge(request: Request[Any, Any, Any], code: str, message: str) -> str:
+    """RFC 6750's challenge: the realm, and ``invalid_token`` when a key was presented."""
+    if not request.headers.get("authorization") or code != "INVALID_API_KEY":
+        return f'Bearer realm="{REALM}"'
+    detail = message.replace('"', "'")
+    return f'Bearer realm="{REALM}", error="invalid_token", error_description="{detail}"'
 
 
 def status_for(error: QueueCoreError) -> int:
@@ -282,9 +293,29 @@ def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Respon
     )
 
 
+def handle_undecodable(
+    request: Request[Any, Any, Any], exc: UnicodeDecodeError
+) -> Response[dict[str, Any]]:
+    """A body that is not UTF-8 (JSON must be): the client's error, not the server's."""
+    log.info("body_not_utf8", path=request.url.path)
+    return error_response(request, 400, "VALIDATION_ERROR", "Request body is not valid UTF-8 JSON")
+
+
+def handle_too_deep(
+    request: Request[Any, Any, Any], exc: RecursionError
+) -> Response[dict[str, Any]]:
+    """JSON nested deeper than the decoder follows (about a thousand levels)."""
+    log.info("body_too_deep", path=request.url.path)
+    return error_response(
+        request, 400, "VALIDATION_ERROR", "Request body is nested too deeply to decode"
+    )
+
+
 EXCEPTION_HANDLERS: dict[Any, Any] = {
     QueueCoreError: handle_domain_error,
     ValidationException: handle_validation,
     HTTPException: handle_http,
+    UnicodeDecodeError: handle_undecodable,
+    RecursionError: handle_too_deep,
     Exception: handle_unexpected,
 }

@@ -9,6 +9,7 @@ from litestar.di import NamedDependency
 from litestar.params import PathParameter, QueryParameter
 
 from control_plane.auth import auth_context
+from core.wire_types import BIGINT_MAX, INTEGER_MAX
 from data_plane.read.schemas import MessagePage, message_page
 from data_plane.runtime import DataPlane
 from data_plane.write.publish import message_id
@@ -38,8 +39,8 @@ class MessagesController(Controller):
         request: Request[Any, Any, Any],
         data_plane: NamedDependency[DataPlane],
         topic: Annotated[str, PathParameter()],
-        partition: Annotated[int, PathParameter(ge=0)],
-        offset: Annotated[int | None, QueryParameter(ge=0)] = None,
+        partition: Annotated[int, PathParameter(ge=0, le=INTEGER_MAX)],
+        offset: Annotated[int | None, QueryParameter(ge=0, le=BIGINT_MAX)] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=MAX_BROWSE_LIMIT)] = 100,
     ) -> MessagePage:
         """Messages with their offsets, then ``nextOffset`` to continue from."""

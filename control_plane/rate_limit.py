@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import cast
 
 from litestar import Litestar
@@ -18,7 +19,11 @@ from control_plane.resources import resources_of
 from tenants import rate_limits
 from tenants.models import AuthContext
 from tenants.rate_limits import Decision, RateLimiter
-from tenants.tiers import CATEGORIES, Category, Limits
+from tenants.tiers import CATEGORIES, TIER_LIMITS, Category, Limits
+
+ANONYMOUS_ORGANISATION = "anonymous"  # never an organisation id: those start with "org_"
+ANONYMOUS_PER_S = 50
+ANONYMOUS_LIMITS: Limits = replace(TIER_LIMITS["developer"], admin_per_s=ANONYMOUS_PER_S)
 
 # A /v1 route that forgot to declare its category gets the strictest one.
 DEFAULT_CATEGORY: Category = "admin"
@@ -37,6 +42,8 @@ async def rate_limiting(app: Litestar) -> AsyncIterator[None]:
     resources = resources_of(app)
 
     async def load(organisation_id: str) -> Limits:
+        if organisation_id == ANONYMOUS_ORGANISATION:  # requests without a key, by address
+            return ANONYMOUS_LIMITS
         async with resources.db.connection() as conn:
             return await rate_limits.organisation_limits(conn, organisation_id)
 

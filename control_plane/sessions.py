@@ -23,9 +23,10 @@ from litestar.params import Body
 
 from control_plane.resources import Resources, resources_of
 from core import settings
+from core.wire_types import Text
 from observability.logging import bind
 from tenants import sessions
-from tenants.login_throttle import LoginThrottle
+from tenants.login_throttle import LoginThrottle, ThrottlePolicy
 from tenants.sessions import SESSION_TTL_S, CsrfFailed, Session, SessionRequired
 
 COOKIE_NAME = "qc_session"
@@ -40,8 +41,8 @@ _FORM_TYPES = frozenset({RequestEncodingType.URL_ENCODED, RequestEncodingType.MU
 class LoginRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``POST /auth/login``."""
 
-    email: Annotated[str, msgspec.Meta(max_length=320)]
-    password: Annotated[str, msgspec.Meta(max_length=sessions.MAX_PASSWORD_LENGTH)]
+    email: Annotated[Text, msgspec.Meta(max_length=320)]
+    password: Annotated[Text, msgspec.Meta(max_length=sessions.MAX_PASSWORD_LENGTH)]
 
 
 class UserView(msgspec.Struct, rename="camel"):
@@ -135,6 +136,24 @@ def session_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Session:
     if not isinstance(session, Session):
         raise SessionRequired
     return session
+
+
+SIGNUP_POLICY = ThrottlePolicy(
+    max_failures_per_account=5, max_failures_per_address=20, window_ms=3600 * 1000
+)
+_SIGNUP_THROTTLE_STATE = "signup_throttle"
+
+
+def signup_throttle_of(app: Litestar) -> LoginThrottle:
+    """The process's sign-up throttle: every attempt counts, per email and per client address
+    (:data:`SIGNUP_POLICY`); tests may set ``app.state.signup_throttle`` first."""
+    throttle = app.state.get(_SIGNUP_THROTTLE_STATE)
+    if not isinstance(throttle, LoginThrottle):
+        throttle = LoginThrottle(
+            resources_of(app).redis, SIGNUP_POLICY, key_prefix="qc:signup:{throttle}"
+        )
+        app.state[_SIGNUP_THROTTLE_STATE] = throttle
+    return throttle
 
 
 def login_throttle_of(app: Litestar) -> LoginThrottle:

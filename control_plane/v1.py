@@ -6,6 +6,7 @@ from litestar import Router
 from litestar.middleware import DefineMiddleware
 
 from control_plane.alerts import AlertsController
+from control_plane.anonymous_limit import anonymous_rate_limit_middleware
 from control_plane.auth import ApiKeyAuthenticationMiddleware, scope_middleware
 from control_plane.consume import ConsumeController
 from control_plane.dlq import DeadLetterController
@@ -37,6 +38,7 @@ def v1_router() -> Router:
             UsageController,
         ],
         middleware=[
+            anonymous_rate_limit_middleware,
             DefineMiddleware(ApiKeyAuthenticationMiddleware),
             rate_limit_middleware,
             scope_middleware,

@@ -33,6 +33,7 @@ def _serve(args: argparse.Namespace) -> int:
         access_log=False,
         proxy_headers=True,
         timeout_graceful_shutdown=10,
+        http="control_plane.http_limits:BoundedHttpToolsProtocol",  # bounded request heads
     )
     return 0
 

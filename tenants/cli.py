@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from core.errors import QueueCoreError, ValidationFailed
+from core.settings import SettingsError
 
 if TYPE_CHECKING:
     from tenants.models import ApiKey, IssuedKey, Organisation, Project
@@ -61,7 +62,9 @@ def add_tenants_parser(sub: Any) -> None:
     revoke.add_argument("--env", required=True, help="environment id (env_…)")
     revoke.add_argument("--key", required=True, help="key id (key_…)")
     tier = commands.add_parser(
-        "set-tier", help="change an organisation's tier; applied on the next request"
+        "set-tier",
+        help="change an organisation's tier; applied on the next request (with "
+        "QUEUECORE_REDIS_URL set; else when the API's cached limits expire, within 30 s)",
     )
     tier.add_argument("--org", required=True, help="organisation id (org_…)")
     tier.add_argument("--tier", choices=TIER_CHOICES, required=True)
@@ -78,8 +81,13 @@ def run(args: argparse.Namespace) -> int:
     from core import settings
 
     database_url = settings.database().url
-    redis_url = settings.redis().url if args.tenants_command == "set-tier" else None
+    redis_url = _tier_redis_url() if args.tenants_command == "set-tier" else None
     command = COMMANDS[args.tenants_command]
+    try:
+        _check_names(args)
+    except ValidationFailed as exc:
+        print(f"queuecore tenants: {exc.message}; nothing was written", file=sys.stderr)
+        return 2
     try:
         output = asyncio.run(_in_transaction(database_url, redis_url, command, args))
     except QueueCoreError as exc:
@@ -106,9 +114,38 @@ async def _in_transaction(
             await conn.commit()
     except psycopg.OperationalError as exc:
         raise OSError(_one_line(exc)) from exc
-    if redis_url is not None:
-        output["appliedNow"] = await _publish_tier(redis_url, output["organisation"])
+    if args.tenants_command == "set-tier":
+        applied = redis_url is not None and await _publish_tier(redis_url, output["organisation"])
+        output["appliedNow"] = applied
     return output
+
+
+def _check_names(args: argparse.Namespace) -> None:
+    """Names are checked before connecting: a bad one is a usage error (exit 2)."""
+    from tenants.service import check_name
+
+    if args.tenants_command == "create-org":
+        check_name(args.name, "--name (the organisation name)")
+        check_name(args.project, "--project (the first project's name)")
+    elif args.tenants_command == "create-project":
+        check_name(args.name, "--name (the project name)")
+
+
+def _tier_redis_url() -> str | None:
+    """Redis, where ``set-tier`` pushes the new limits; without it they apply on cache expiry."""
+    from core import settings
+    from tenants.rate_limits import LIMITS_TTL_S
+
+    try:
+        return settings.redis().url
+    except SettingsError as exc:
+        print(
+            f"queuecore tenants: note: no Redis ({exc}); the tier is saved in PostgreSQL and "
+            f"each API replica applies it when its cached limits expire (at most "
+            f"{LIMITS_TTL_S} s). Set QUEUECORE_REDIS_URL to apply it on the next request.",
+            file=sys.stderr,
+        )
+        return None
 
 
 def _one_line(exc: BaseException) -> str:

@@ -240,6 +240,11 @@ class LoginThrottle:
             raise
         await self._settle(attempt, succeeded=True)
 
+    async def admit(self, email: str, client_address: str | None) -> None:
+        """Count one attempt that stays counted whatever its outcome (sign-ups), or raise
+        :class:`TooManyLoginAttempts` when the account or the address is over its limit."""
+        await self._admit(email, client_address)
+
     def account_key(self, email: str) -> str:
         """Redis key of an account's log."""
         return f"{self._key_prefix}:account:{account_digest(email)}"

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from core.wire_types import Text
 from tenants.models import ApiKey
 
 Scope = Literal["publish", "consume", "admin"]
@@ -15,7 +16,7 @@ Scope = Literal["publish", "consume", "admin"]
 class CreateKeyRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``POST /v1/keys``."""
 
-    name: Annotated[str, msgspec.Meta(max_length=100)] = ""
+    name: Annotated[Text, msgspec.Meta(max_length=100)] = ""
     scopes: Annotated[list[Scope], msgspec.Meta(min_length=1, max_length=3)] | None = None
     expires_at: Annotated[datetime, msgspec.Meta(tz=True)] | None = None
 

@@ -16,6 +16,7 @@ from psycopg.types.json import Jsonb
 
 from core.db import Conn
 from core.errors import ValidationFailed
+from core.wire_types import has_nul
 from tenants import keys as key_format
 from tenants import queries as q
 from tenants.errors import (
@@ -44,7 +45,7 @@ from tenants.sessions import MAX_PASSWORD_LENGTH
 from tenants.tiers import TIERS, validate_custom_limits
 
 MAX_ACTIVE_KEYS = 2
-MAX_ORGANISATION_NAME = 200  # the schema's limit (migration 0002)
+MAX_NAME = 200  # organisations and projects: the schema's limit (migration 0002)
 
 
 def _organisation(row: dict[str, Any]) -> Organisation:
@@ -85,6 +86,9 @@ async def create_organisation(
     """A tenant with its owner, a default project, its three environments and one key each
     (no keys with ``issue_keys=False``: nobody would ever see their secrets)."""
     _check_tier(tier)
+    name = check_name(name, "organisation name")
+    project_name = check_name(project_name, "project name")
+    _check_user(owner_email.strip(), owner_password)  # before anything is written
     org_row = await (
         await conn.execute(
             q.INSERT_ORGANISATION,
@@ -108,11 +112,7 @@ async def sign_up(conn: Conn, organisation_name: str, email: str, password: str)
     """A dashboard sign-up: a new organisation owned by a new user, with its default project and
     three environments, and no API keys yet (the owner creates them, and sees them, on the
     dashboard). Fields are checked before anything is written."""
-    name = organisation_name.strip()
-    if not 1 <= len(name) <= MAX_ORGANISATION_NAME:
-        raise ValidationFailed(
-            f"organisation name must be 1 to {MAX_ORGANISATION_NAME} characters", field="name"
-        )
+    name = check_name(organisation_name, "organisation name")
     if len(password) > MAX_PASSWORD_LENGTH:
         raise ValidationFailed(
             f"password must be at most {MAX_PASSWORD_LENGTH} characters", field="password"
@@ -177,9 +177,24 @@ async def create_user(conn: Conn, email: str, password: str) -> str:
     return str(row["id"])
 
 
+def check_name(raw: str, what: str, limit: int = MAX_NAME) -> str:
+    """An organisation or project name without its outer spaces: 1 to ``limit`` characters, no
+    NUL (:class:`ValidationFailed` naming ``what`` otherwise)."""
+    name = raw.strip()
+    if not 1 <= len(name) <= limit:
+        raise ValidationFailed(
+            f"{what} must be 1 to {limit} characters, not blank (got {len(name)})", field="name"
+        )
+    if has_nul(name):
+        raise ValidationFailed(f"{what} cannot contain a NUL character", field="name")
+    return name
+
+
 def _check_user(email: str, password: str) -> None:
-    if "@" not in email or len(email) > 320:
+    if "@" not in email or len(email) > 320 or has_nul(email):
         raise ValidationFailed("email is not a valid address", field="email")
+    if has_nul(password):
+        raise ValidationFailed("password cannot contain a NUL character", field="password")
     if len(password) < MIN_PASSWORD_LENGTH:
         raise ValidationFailed(
             f"password needs at least {MIN_PASSWORD_LENGTH} characters", field="password"
@@ -197,6 +212,7 @@ async def add_member(conn: Conn, organisation_id: str, user_id: str, role: str) 
 
 async def create_project(conn: Conn, organisation_id: str, name: str) -> Project:
     """A project with its development, staging and production environments."""
+    name = check_name(name, "project name")
     await get_organisation(conn, organisation_id)
     row = await (
         await conn.execute(

@@ -132,8 +132,8 @@ async def start_session(conn: Conn, user_id: str, ttl_s: int = SESSION_TTL_S) ->
 
 
 async def _user_by_email(conn: Conn, email: str) -> dict[str, Any] | None:
-    if not email or len(email) > 320:
-        return None
+    if not email or len(email) > 320 or "\x00" in email:
+        return None  # no such address can be stored
     return await (await conn.execute(q.SELECT_USER_BY_EMAIL, {"email": email})).fetchone()
 
 

@@ -19,7 +19,6 @@ from litestar.handlers.base import BaseRouteHandler
 from control_plane.dashboard.pages import (
     PREFIX,
     current_session,
-    env_path,
     field,
     form_fields,
     page,
@@ -36,16 +35,18 @@ from control_plane.sessions import (
     require_csrf,
     require_session,
     session_cookie,
+    signup_throttle_of,
 )
 from core import settings
 from core.errors import ValidationFailed
-from observability.logging import bind
+from observability.logging import bind, get_logger
 from tenants import service as tenants
 from tenants import sessions
 from tenants.errors import EmailTaken, InvalidCredentials
 from tenants.login_throttle import TooManyLoginAttempts
 from tenants.sessions import CsrfFailed, NewSession
 
+log = get_logger("queuecore.dashboard.auth")
 FORM_COOKIE = "qc_form_csrf"
 FORM_TOKEN_BYTES = 32
 
@@ -150,16 +151,20 @@ class AuthPages(Controller):
     async def signup(
         self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
     ) -> Response[Any]:
-        """A new organisation owned by a new user, who is then signed in."""
+        """A new organisation owned by a new user, who then signs in. A taken email gets the very
+        same answer (nothing is created), so the form cannot tell who has an account."""
         fields = await form_fields(request)
         name, email = field(fields, "name"), field(fields, "email")
+        client_address = request.client.host if request.client else None
         try:
+            await signup_throttle_of(request.app).admit(email, client_address)
             async with resources.db.connection() as conn:
-                new = await tenants.sign_up(
-                    conn, name, email, field(fields, "password", strip=False)
-                )
-                opened = await sessions.start_session(conn, new.owner_id)
-        except (ValidationFailed, EmailTaken) as exc:
+                await tenants.sign_up(conn, name, email, field(fields, "password", strip=False))
+        except EmailTaken:
+            log.info("signup_email_taken")  # the address itself is never logged
+        except TooManyLoginAttempts as exc:
+            return _signup_throttled(request, int(exc.data["retry_after_s"]), name, email)
+        except ValidationFailed as exc:
             return anonymous_form(
                 request,
                 "signup.html",
@@ -168,8 +173,7 @@ class AuthPages(Controller):
                 name=name,
                 email=email,
             )
-        development = new.project.environment("development")
-        return signed_in(opened, env_path(development.id, "topics") + "?notice=welcome")
+        return redirect(f"{PREFIX}/login", notice="signed-up")
 
     @post("/logout", guards=[require_session, require_csrf])
     async def logout(
@@ -181,6 +185,20 @@ class AuthPages(Controller):
         return redirect(
             f"{PREFIX}/login", notice="signed-out", cookies=[session_cookie("", max_age_s=0)]
         )
+
+
+def _signup_throttled(
+    request: Request[Any, Any, Any], retry_after_s: int, name: str, email: str
+) -> Response[Any]:
+    return anonymous_form(
+        request,
+        "signup.html",
+        status=429,
+        error=f"Too many sign-up attempts. Try again in {retry_after_s} seconds.",
+        name=name,
+        email=email,
+        headers={"Retry-After": str(retry_after_s)},
+    )
 
 
 def _login_refused(

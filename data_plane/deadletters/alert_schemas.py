@@ -6,11 +6,13 @@ from datetime import datetime
 
 import msgspec
 
+from core.wire_types import Text
+
 
 class AlertEndpointRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``PUT /v1/alerts/endpoint``: where alerts go; ``rotateSecret`` makes a new signing secret."""
 
-    url: str
+    url: Text
     rotate_secret: bool = False
 
 

@@ -63,10 +63,30 @@ def headers_for(delivery_id: str, event: str, secret: str, body: bytes) -> dict[
     }
 
 
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052's well-known prefix
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries (IPv4-mapped, 6to4, NAT64, Teredo's client), if any."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address in NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
+    if address.teredo is not None:
+        return address.teredo[1]  # the client's address, de-obfuscated
+    return None
+
+
 def refusal(address: Address) -> str | None:
-    """Why webhooks must not reach ``address`` (loopback, private, …), or None for a public one."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    """Why webhooks must not reach ``address`` (loopback, private, …), or None for a public one.
+    An IPv6 address that embeds an IPv4 one is judged by the IPv4 address it reaches."""
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = embedded_ipv4(address)
+        if embedded is not None:
+            reason = refusal(embedded)
+            return None if reason is None else f"{address} embeds {reason}"
     for kind in ("loopback", "private", "link_local", "multicast", "reserved", "unspecified"):
         if getattr(address, f"is_{kind}"):
             return f"{address} is a {kind.replace('_', '-')} address"

@@ -6,7 +6,9 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-Duration = str | int
+from core.wire_types import BIGINT_MAX, Int64, Text
+
+Duration = Text | Int64
 
 
 class DeadLetterConfig(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -14,7 +16,7 @@ class DeadLetterConfig(msgspec.Struct, rename="camel", forbid_unknown_fields=Tru
 
     max_retries: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 5
     retry_delay: Duration = "30s"
-    alert_threshold: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    alert_threshold: Annotated[int, msgspec.Meta(ge=1, le=BIGINT_MAX)] | None = None
 
 
 class GroupConfigRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -30,8 +32,8 @@ class GroupConfigRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=T
 class JoinRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``POST …/groups/{group}/members``: a new member, or a rejoin with ``memberId``."""
 
-    member_id: str | None = None
-    client_id: Annotated[str, msgspec.Meta(max_length=200)] = ""
+    member_id: Text | None = None
+    client_id: Annotated[Text, msgspec.Meta(max_length=200)] = ""
     session_timeout: Duration | None = None
 
 

@@ -7,27 +7,29 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from core.wire_types import Int64, Text
+
 Delivery = Literal["exactly-once", "at-least-once"]
 LatencyClass = Literal["express", "standard"]
 
-IdempotencyKey = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+IdempotencyKey = Annotated[Text, msgspec.Meta(min_length=1, max_length=256)]
 
 
 class CreateTopicRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``POST /v1/topics``."""
 
-    name: str
-    retention: str = "7d"
+    name: Text
+    retention: Text = "7d"
     delivery: Delivery = "exactly-once"
-    partitions: int = 3
+    partitions: Int64 = 3
     latency_class: LatencyClass = "express"
 
 
 class UpdateTopicRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``PATCH /v1/topics/{topic}``: raise partitions, change retention or latency class."""
 
-    partitions: int | None = None
-    retention: str | None = None
+    partitions: Int64 | None = None
+    retention: Text | None = None
     latency_class: LatencyClass | None = None
 
 
@@ -64,8 +66,8 @@ class PublishRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True)
     """One message: ``data`` is any JSON value; ``key`` picks the partition."""
 
     data: Any
-    key: str | None = None
-    headers: dict[str, str] | None = None
+    key: Text | None = None
+    headers: dict[Text, Text] | None = None
     idempotency_key: IdempotencyKey | None = None
 
 

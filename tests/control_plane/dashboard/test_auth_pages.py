@@ -75,18 +75,20 @@ def test_the_printed_dev_url_and_the_bare_server_url_lead_to_the_login_page(
     assert redirect_target(anonymous.get("/dashboard/")).startswith("/dashboard/login?next=")
 
 
-def test_sign_up_makes_an_organisation_with_its_owner_project_and_environments_then_signs_in(
+def test_sign_up_makes_an_organisation_with_its_owner_project_and_environments(
     browser: Callable[[], Browser], services: Services
 ) -> None:
     visitor, email = browser(), unique_email()
     response = visitor.signup("Acme Rockets", email)
-    landing = redirect_target(response)
-    assert re.fullmatch(r"/dashboard/envs/env_\w+/topics\?notice=welcome", landing), landing
+    # The same answer whether or not the email had an account: nothing tells them apart.
+    assert redirect_target(response) == "/dashboard/login?notice=signed-up"
+    assert "qc_session" not in visitor.jar
+    assert "sign in" in text_of(visitor.get(redirect_target(response)))
+    assert redirect_target(visitor.login(email)) == "/dashboard/"
 
-    page = visitor.get(landing)
+    page = visitor.get("/dashboard/")
     assert page.status_code == 200
     text = text_of(page)
-    assert "Your organisation is ready" in text
     assert "Acme Rockets" in text and "your role: owner" in text
     assert all(f">{name}</a>" in text for name in ("development", "staging", "production"))
     session = visitor.get("/auth/session").json()
@@ -130,12 +132,35 @@ def test_sign_up_mistakes_are_explained_on_the_form_and_nothing_is_created(
     assert users_named(services.database_url, email) == 0
 
 
-def test_sign_up_with_a_taken_email_says_so(
-    browser: Callable[[], Browser], org: NewOrganisation
+def test_sign_up_with_a_taken_email_answers_as_for_a_new_one(
+    browser: Callable[[], Browser], org: NewOrganisation, services: Services
 ) -> None:
-    response = browser().signup("Another", org.owner_email.upper())
-    assert response.status_code == 409
-    assert "already exists" in text_of(response)
+    taken = browser().signup("Another", org.owner_email.upper())
+    fresh = browser().signup("Another", unique_email())
+    assert (taken.status_code, redirect_target(taken)) == (
+        fresh.status_code,
+        redirect_target(fresh),
+    )
+    assert "already" not in text_of(taken)
+    assert users_named(services.database_url, org.owner_email) == 1
+
+
+def test_sign_up_is_throttled_per_client_address(
+    browser: Callable[[], Browser], client: TestClient
+) -> None:
+    app = client.app
+    before = app.state.get("signup_throttle")
+    prefix = f"qc:signup-test:{{{secrets.token_hex(6)}}}"
+    policy = ThrottlePolicy(max_failures_per_account=100, max_failures_per_address=3)
+    app.state["signup_throttle"] = LoginThrottle(resources_of(app).redis, policy, key_prefix=prefix)
+    try:
+        answers = [browser().signup("Many", unique_email()) for _ in range(4)]
+    finally:
+        app.state["signup_throttle"] = before
+    assert [a.status_code for a in answers[:3]] == [303, 303, 303]
+    assert answers[3].status_code == 429
+    assert int(answers[3].headers["retry-after"]) >= 1
+    assert "Too many sign-up attempts" in text_of(answers[3])
 
 
 def test_sign_in_and_sign_up_forms_are_refused_without_their_csrf_token(
