@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import signal
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
+
+import httpx
 
 from infra.embedded import free_port_block
 from tests.support.processes import http_status, queuecore, wait_for
@@ -18,11 +18,8 @@ TIMEOUT_S = 5
 
 
 def _readyz(base: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"{base}/readyz", timeout=2) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
+    response = httpx.get(f"{base}/readyz", timeout=2)
+    return response.status_code, response.text
 
 
 def test_sigterm_fails_readiness_while_draining_then_exits_in_bound(
