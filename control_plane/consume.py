@@ -385,6 +385,9 @@ async def _events(
                     "SERVICE_UNAVAILABLE", "The stream failed; reconnect to continue."
                 )
                 return
+            if data_plane.draining:
+                yield _error_event("SERVICE_UNAVAILABLE", "server shutting down, reconnect")
+                return
             if not pulled.deliveries:
                 yield comment("keepalive")
 

@@ -33,6 +33,9 @@ def install_drain_on_sigterm(app: Litestar) -> None:
             previous(sig, frame)  # a second SIGTERM: stop now
             return
         start_draining(app)
+        data_plane = app.state.get("data_plane")
+        if data_plane is not None:
+            data_plane.draining = True  # open streams end with a reconnect hint
         loop.call_soon_threadsafe(_later, loop, drain_s, previous, sig)
 
     signal.signal(signal.SIGTERM, on_sigterm)
