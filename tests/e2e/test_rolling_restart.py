@@ -9,11 +9,14 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from infra.embedded import free_port_block
 from tests.support.processes import http_status, queuecore, wait_for
 from tests.support.services import Services
 from tests.support.tenancy import new_organisation
+
+pytestmark = pytest.mark.e2e
 
 DRAIN_S = 2
 TIMEOUT_S = 5
