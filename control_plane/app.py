@@ -22,6 +22,7 @@ from control_plane.rate_limit import rate_limiting
 from control_plane.request_id import add_request_id_header, request_id_middleware
 from control_plane.resources import Runtime
 from control_plane.sessions import SessionController
+from control_plane.shutdown import install_drain_on_sigterm
 from control_plane.tracing import tracing_plugins
 from control_plane.v1 import v1_router
 from core import settings
@@ -80,6 +81,7 @@ def create_server_app() -> Litestar:
     telemetry.setup(settings.telemetry(), role="api")
     app = create_app()
     app.on_startup.append(freeze_startup_heap)
+    app.on_startup.append(install_drain_on_sigterm)
     app.on_shutdown.append(_flush_telemetry)  # runs after the lifespan hooks' own last logs
     return app
 

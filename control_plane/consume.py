@@ -367,6 +367,9 @@ async def _events(
             if pulled.deliveries:
                 wires = Renderer(pulled.ref).all(pulled.deliveries)
                 yield events("message", [(wire.ack_id, wire) for wire in wires])
+            if data_plane.draining:  # what was pulled is sent; the client reconnects elsewhere
+                yield _error_event("SERVICE_UNAVAILABLE", "server shutting down, reconnect")
+                return
             try:
                 if not look_again and len(pulled.deliveries) < STREAM_BATCH:
                     await watch.wait(_wait_s(pulled, KEEPALIVE_S))

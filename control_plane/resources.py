@@ -71,6 +71,7 @@ class Runtime:
             resources.db, resources.objects, settings.database().url, resources.usage.meter
         )
         self._resources, self._data_plane = resources, data_plane
+        app.state.data_plane = data_plane  # for the SIGTERM drain (control_plane.shutdown)
         try:
             await data_plane.start()
             try:

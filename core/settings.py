@@ -191,6 +191,22 @@ class HttpSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ShutdownSettings:
+    """How a ``queuecore serve`` replica stops on SIGTERM (docs/shutdown.md)."""
+
+    drain_s: int
+    timeout_s: int
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ShutdownSettings:
+        """Read and validate."""
+        return cls(
+            drain_s=_int("SHUTDOWN_DRAIN_S", 5, 0, 300, env),
+            timeout_s=_int("SHUTDOWN_TIMEOUT_S", 10, 1, 600, env),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class LogSettings:
     """Log level and format (``json``, ``console``, or ``auto``: JSON when not a TTY)."""
 
@@ -387,6 +403,12 @@ class WriterSettings:
 
 
 @functools.cache
+def shutdown() -> ShutdownSettings:
+    """The process's shutdown settings."""
+    return ShutdownSettings.from_env()
+
+
+@functools.cache
 def writer() -> WriterSettings:
     """The process's writer settings."""
     return WriterSettings.from_env()
@@ -512,6 +534,7 @@ def clear_caches() -> None:
         telemetry,
         webhooks,
         writer,
+        shutdown,
         meter,
         spark,
         compaction,

@@ -63,6 +63,7 @@ class DataPlane:
         self.listener = PublishListener(database_url)
         self.publisher = PublishService(db, self.writer, usage)
         self.group_refs = GroupRefCache()
+        self.draining = False  # set on SIGTERM: open streams end with a reconnect hint
 
     async def start(self) -> None:
         """Start the writer's flush loop and the LISTEN connection."""

@@ -22,6 +22,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings.writer()
     settings.meter()
+    stop = settings.shutdown()
     workers = args.workers or http.workers
     uvicorn.run(
         "control_plane.app:create_server_app",
@@ -32,7 +33,7 @@ def _serve(args: argparse.Namespace) -> int:
         log_config=None,
         access_log=False,
         proxy_headers=True,
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=stop.drain_s + stop.timeout_s,
         http="control_plane.http_limits:BoundedHttpToolsProtocol",  # bounded request heads
     )
     return 0
