@@ -21,7 +21,7 @@ from tests.support.processes import descendants, gone_within, http_status, stop,
 
 pytestmark = pytest.mark.e2e
 
-PORTS_FREED_WITHIN_S = 5.0
+PORTS_FREED_WITHIN_S = 10.0  # SeaweedFS held its ports 15-18 s before it died with the launcher
 
 
 def child(launcher: int, marker: str) -> psutil.Process:
