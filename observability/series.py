@@ -113,7 +113,7 @@ class SeriesWriter:
 
 def ingester_sender(settings: GreptimeSettings) -> Sender:
     """A sender over ``greptimedb-ingester``'s gRPC client; tables are created on first write."""
-    from greptimedb_ingester import Client, Column, ColumnDataType, SemanticType  # type: ignore
+    from greptimedb_ingester import Client, Column, ColumnDataType, SemanticType
 
     client = Client([settings.grpc_address], database=settings.database)
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 
 from core.settings import GreptimeSettings, SettingsError
-from observability.series import Row, SeriesWriter, writer
+from observability.series import Row, SeriesWriter, ingester_sender, writer
 
 
 def _row(n: int) -> Row:
@@ -74,3 +74,17 @@ def test_a_failing_send_drops_and_counts() -> None:
         time.sleep(0.05)
     series.close()
     assert series.dropped == 3
+
+
+def test_an_unreachable_greptimedb_through_the_real_ingester_drops_and_counts() -> None:
+    settings = GreptimeSettings.from_env({"QUEUECORE_GREPTIMEDB_GRPC": "127.0.0.1:1"})
+    series = SeriesWriter(ingester_sender(settings), queue_rows=100, batch_rows=100)
+    started_s = time.monotonic()
+    for n in range(20):
+        assert series.offer(_row(n))
+    assert time.monotonic() - started_s < 0.5
+    deadline_s = time.monotonic() + 10
+    while series.dropped < 20 and time.monotonic() < deadline_s:
+        time.sleep(0.05)
+    series.close()
+    assert series.dropped == 20
