@@ -523,6 +523,35 @@ def orphan_grace_s() -> int:
     return _int("ORPHAN_GRACE_S", DEFAULT_ORPHAN_GRACE_S, 0, 30 * 86_400)
 
 
+@dataclass(frozen=True, slots=True)
+class GreptimeSettings:
+    """Row series to GreptimeDB over gRPC (``greptimedb-ingester``); off when no address is set."""
+
+    grpc_address: str | None
+    database: str = "public"
+    queue_rows: int = 10_000
+    batch_rows: int = 500
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> GreptimeSettings:
+        """Read and validate."""
+        address = _env("GREPTIMEDB_GRPC", env=env)
+        if address is not None and not re.fullmatch(r"[^\s:/]+:\d{1,5}", address):
+            raise SettingsError(PREFIX + "GREPTIMEDB_GRPC", f"must be host:port, got {address!r}")
+        return cls(
+            grpc_address=address,
+            database=_env("GREPTIMEDB_DATABASE", "public", env) or "public",
+            queue_rows=_int("GREPTIMEDB_QUEUE_ROWS", 10_000, 1, 1_000_000, env),
+            batch_rows=_int("GREPTIMEDB_BATCH_ROWS", 500, 1, 100_000, env),
+        )
+
+
+@functools.lru_cache(maxsize=1)
+def greptime() -> GreptimeSettings:
+    """The GreptimeDB row-series settings of this process."""
+    return GreptimeSettings.from_env()
+
+
 def clear_caches() -> None:
     """Forget cached settings (tests change the environment)."""
     for loader in (
@@ -540,5 +569,6 @@ def clear_caches() -> None:
         compaction,
         read_cache_max_bytes,
         orphan_grace_s,
+        greptime,
     ):
         loader.cache_clear()
