@@ -17,6 +17,7 @@ from core.object_store import ObjectStore
 from core.settings import WriterSettings
 from data_plane import delivery
 from data_plane.delivery import GroupRef, GroupRefCache, Pulled
+from data_plane.groups.pulse import Pulse
 from data_plane.groups.service import GroupTopicNotFound, MemberNotFound
 from data_plane.read import reader as read_path
 from data_plane.read.cache import BlockCache
@@ -63,17 +64,20 @@ class DataPlane:
         self.listener = PublishListener(database_url)
         self.publisher = PublishService(db, self.writer, usage)
         self.group_refs = GroupRefCache()
+        self.pulse = Pulse(db)  # a stall in it spares silent members (groups.pulse)
         self.draining = False  # set on SIGTERM: open streams end with a reconnect hint
 
     async def start(self) -> None:
-        """Start the writer's flush loop and the LISTEN connection."""
+        """Start the writer's flush loop, the LISTEN connection and the pulse."""
         await self.writer.start()
         self.listener.start()
+        self.pulse.start()
 
     async def close(self) -> None:
-        """Flush and stop the writer, then stop listening."""
+        """Flush and stop the writer, then stop listening and beating."""
         await self.writer.close()
         await self.listener.stop()
+        await self.pulse.stop()
 
     def delivered(self, environment_id: str, messages: list[Message]) -> None:
         """Count messages sent to a caller (egress) in its environment's usage."""
