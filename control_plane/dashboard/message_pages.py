@@ -110,6 +110,16 @@ def parse_send_form(form: dict[str, str]) -> PublishRequest:
         raise ValidationFailed(f"The message is not valid: {exc}") from None
 
 
+async def send_form(request: Request[Any, Any, Any]) -> dict[str, str]:
+    """The test message form's fields; ``data`` uncut (the tier's message size limit applies,
+    as for the API), the others cut as every dashboard field is."""
+    fields = await form_fields(request)
+    form = {key: field(fields, key, strip=False) for key in SEND_FORM_DEFAULTS}
+    data = (await request.form()).get("data")
+    form["data"] = data if isinstance(data, str) else ""
+    return form
+
+
 class MessagePages(Controller):
     """``…/topics/{topic}``'s messages: everyone browses; owners, admins and developers send."""
 
@@ -193,8 +203,7 @@ class MessagePages(Controller):
         topic: FromPath[str],
     ) -> Response[Any]:
         """Publish one message through the API's publish service; show where it was stored."""
-        fields = await form_fields(request)
-        form = {key: field(fields, key, strip=False) for key in SEND_FORM_DEFAULTS}
+        form = await send_form(request)
         async with environment(request, env_id, "send_test_messages") as (_, access):
             organisation_id = access.organisation.id
         try:
