@@ -123,6 +123,11 @@ def test_the_browser_pages_by_offset(owner: Browser, org: NewOrganisation, group
     assert "valid offsets are 0..25" in text_of(beyond)
     assert owner.get(browse_url(org, group) + "?offset=abc").status_code == 422
     assert owner.get(browse_url(org, group, partition=1)).status_code == 404
+    base = topic_url(org, group, "partitions")
+    for partition in ("-1", "99999999999999999999", "abc"):
+        refused = owner.get(f"{base}/{partition}/messages?at=2020-01-01T00:00")
+        assert refused.status_code == 404, (partition, refused.status_code)
+        assert "NOT_FOUND" in refused.text  # a page (or, for no route at all, the error body)
 
 
 def text_of_attr(value: str) -> str:
