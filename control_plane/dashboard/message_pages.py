@@ -19,7 +19,12 @@ from control_plane.errors import status_for
 from control_plane.sessions import require_csrf, require_session
 from core.errors import ValidationFailed
 from data_plane.errors import MessageTooLarge
-from data_plane.read.reader import OffsetOutOfRange, PartitionNotFound, StoredMessage
+from data_plane.read.reader import (
+    OffsetOutOfRange,
+    PartitionNotFound,
+    ReadResult,
+    StoredMessage,
+)
 from data_plane.read.schemas import iso_timestamp
 from data_plane.read.seek import seek_topic
 from data_plane.runtime import DataPlane
@@ -110,6 +115,19 @@ def parse_send_form(form: dict[str, str]) -> PublishRequest:
         raise ValidationFailed(f"The message is not valid: {exc}") from None
 
 
+def paging(result: ReadResult) -> dict[str, Any]:
+    """Where a page starts, the partition's bounds, and the offsets of the pages around it."""
+    start = result.messages[0].offset if result.messages else result.next_offset
+    earliest, latest = result.earliest_offset, result.latest_offset
+    return {
+        "offset": start,
+        "earliest": earliest,
+        "latest": latest,
+        "next_offset": result.next_offset if result.next_offset < latest else None,
+        "previous_offset": max(start - PAGE_SIZE, earliest) if start > earliest else None,
+    }
+
+
 async def send_form(request: Request[Any, Any, Any]) -> dict[str, str]:
     """The test message form's fields; ``data`` uncut (the tier's message size limit applies,
     as for the API), the others cut as every dashboard field is."""
@@ -174,23 +192,14 @@ class MessagePages(Controller):
                 partitions=None,
                 **context,
             )
-        start = result.messages[0].offset if result.messages else result.next_offset
         return page(
             request,
             "messages.html",
             access=access,
             section="topics",
             rows=[message_row(stored) for stored in result.messages],
-            offset=start,
-            earliest=result.earliest_offset,
-            latest=result.latest_offset,
-            next_offset=result.next_offset if result.next_offset < result.latest_offset else None,
-            previous_offset=(
-                max(start - PAGE_SIZE, result.earliest_offset)
-                if start > result.earliest_offset
-                else None
-            ),
             partitions=ref.partitions,
+            **paging(result),
             **context,
         )
 
