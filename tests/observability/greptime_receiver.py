@@ -120,7 +120,9 @@ class GreptimeReceiver:
 class _Database:
     """``greptime.v1.GreptimeDatabase``: row inserts are stored and acknowledged."""
 
-    def __init__(self, receiver: GreptimeReceiver, database: ModuleType, common: ModuleType) -> None:
+    def __init__(
+        self, receiver: GreptimeReceiver, database: ModuleType, common: ModuleType
+    ) -> None:
         self._receiver = receiver
         self._database = database
         self._common = common
@@ -129,11 +131,11 @@ class _Database:
         affected = self._common.AffectedRows(value=rows)
         return self._database.GreptimeResponse(affected_rows=affected)
 
-    def Handle(self, request: Any, context: Any) -> Any:  # noqa: N802 (the RPC's name)
+    def Handle(self, request: Any, context: Any) -> Any:
         """One request."""
         return self._answer(self._receiver.take(request))
 
-    def HandleRequests(self, requests: Any, context: Any) -> Any:  # noqa: N802
+    def HandleRequests(self, requests: Any, context: Any) -> Any:
         """A stream of requests, one answer."""
         return self._answer(sum(self._receiver.take(request) for request in requests))
 
@@ -144,6 +146,6 @@ class _Health:
     def __init__(self, health_pb2: ModuleType) -> None:
         self._pb2 = health_pb2
 
-    def HealthCheck(self, request: Any, context: Any) -> Any:  # noqa: N802
+    def HealthCheck(self, request: Any, context: Any) -> Any:
         """Healthy."""
         return self._pb2.HealthCheckResponse()

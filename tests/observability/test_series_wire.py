@@ -1,0 +1,220 @@
+"""The GreptimeDB series on the wire: what ``greptimedb-ingester`` sends, decoded by a local
+receiver of GreptimeDB's gRPC protocol (tests/observability/greptime_receiver.py).
+
+With ``QUEUECORE_GREPTIMEDB_GRPC`` pointing at the receiver, a real ``queuecore serve`` sends
+``queuecore_producers``; the beat task (run directly) sends ``queuecore_consumers`` and
+``queuecore_usage_hourly``; the lag task's hook sends ``queuecore_group_lag`` from the lag series.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from core import settings
+from core.settings import GreptimeSettings
+from observability import series
+from observability.producers import ProducerActivity, ProducerKey
+from observability.series import SeriesWriter, ingester_sender
+from observability.series_rows import consumer_rows, lag_rows, usage_rows
+from tests.observability.conftest import serve
+from tests.observability.greptime_receiver import GreptimeReceiver, ReceivedRow
+from tests.observability.receiver import eventually
+from tests.support import lag as lag_support
+from tests.support.services import Services
+from tests.support.tenancy import new_organisation
+
+TENANT = {"organisation_id": "org_1", "project_id": "prj_1", "environment": "production"}
+TENANT_TAGS = {"organisation": "org_1", "project": "prj_1", "environment": "production"}
+
+
+@pytest.fixture
+def receiver() -> Iterator[GreptimeReceiver]:
+    """A GreptimeDB gRPC receiver on 127.0.0.1."""
+    started = GreptimeReceiver()
+    try:
+        yield started
+    finally:
+        series.close_writer()
+        started.stop()
+
+
+def _wait_rows(receiver: GreptimeReceiver, table: str, count: int) -> list[ReceivedRow]:
+    eventually(lambda: len(receiver.table(table)) >= count, 20, f"{count} rows of {table}")
+    return receiver.table(table)
+
+
+def test_each_table_arrives_with_its_tags_fields_and_timestamp(
+    receiver: GreptimeReceiver,
+) -> None:
+    config = GreptimeSettings.from_env(
+        {"QUEUECORE_GREPTIMEDB_GRPC": receiver.address, "QUEUECORE_GREPTIMEDB_DATABASE": "ops"}
+    )
+    writer = SeriesWriter(ingester_sender(config), queue_rows=100, batch_rows=100)
+    lag = {**TENANT, "topic": "orders", "group": "billing", "bucket_start_ms": 1_800_000_000_000}
+    lag |= {"partitions": 3, "lag": 42, "consume_rate": 1.5, "produce_rate": None}
+    lag |= {"time_to_drain_s": None}
+    usage = {**TENANT, "hour_ms": 1_799_996_400_000, "messages_in": 7, "bytes_in": 70}
+    usage |= {"messages_out": 5, "bytes_out": 50, "publish_requests": 4}
+    usage |= {"consume_requests": 2, "admin_requests": 1, "storage_bytes_avg": None}
+    consumer = {**TENANT, "topic": "orders", "group": "billing", "member": "mem_1"}
+    consumer |= {"client": "worker-a", "partition": 2, "committed_offset": 10}
+    consumer |= {"delivered_offset": 12, "end_offset": 15, "backlog": 5}
+    consumer |= {"last_activity_ms": 1_800_000_001_000}
+    activity = ProducerActivity(clock_ms=lambda: 1_800_000_002_000)
+    key = ProducerKey("org_1", "prj_1", "production", "orders", "key_1", 0)
+    activity.published(key, 8)
+    activity.published(key, 9)
+    rows = [*lag_rows([lag]), *usage_rows([usage]), *consumer_rows([consumer], 1_800_000_060_000)]
+    for row in [*rows, *activity.take_rows()]:
+        assert writer.offer(row)
+    _wait_rows(receiver, "queuecore_producers", 1)
+    writer.close()
+
+    [got_lag] = receiver.table("queuecore_group_lag")
+    assert got_lag.database == "ops"
+    assert got_lag.values == {
+        **TENANT_TAGS,
+        "topic": "orders",
+        "group": "billing",
+        "partitions": 3.0,
+        "lag": 42.0,
+        "consume_rate": 1.5,
+        "produce_rate": None,  # unknown stays NULL, never 0
+        "time_to_drain_s": None,
+        "ts": 1_800_000_000_000,
+    }
+    assert got_lag.semantics["group"] == "TAG"
+    assert got_lag.semantics["lag"] == "FIELD"
+    assert got_lag.semantics["ts"] == "TIMESTAMP"
+    [got_usage] = receiver.table("queuecore_usage_hourly")
+    assert got_usage.values["messages_in"] == 7.0
+    assert got_usage.values["ts"] == 1_799_996_400_000
+    [got_consumer] = receiver.table("queuecore_consumers")
+    assert {k: got_consumer.values[k] for k in ("member", "client", "partition", "backlog")} == {
+        "member": "mem_1",
+        "client": "worker-a",
+        "partition": "2",
+        "backlog": 5.0,
+    }
+    [got_producer] = receiver.table("queuecore_producers")
+    assert got_producer.values == {
+        **TENANT_TAGS,
+        "topic": "orders",
+        "producer": "key_1",
+        "partition": "0",
+        "last_offset": 9.0,
+        "messages": 2.0,
+        "last_activity_ms": 1_800_000_002_000.0,
+        "ts": 1_800_000_002_000,
+    }
+
+
+@pytest.mark.e2e
+def test_traffic_fills_the_producer_consumer_usage_and_lag_tables(
+    services: Services,
+    receiver: GreptimeReceiver,
+    unique: Callable[[str], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    switch = {"QUEUECORE_GREPTIMEDB_GRPC": receiver.address, "QUEUECORE_GREPTIMEDB_SNAPSHOT_S": "1"}
+    org = new_organisation(services.database_url)
+    key = org.keys["production"]
+    tags = {
+        "organisation": org.organisation.id,
+        "project": org.project.id,
+        "environment": "production",
+    }
+    topic = unique("series")
+    with serve(services, tmp_path / "serve.log", switch) as server:
+        client = httpx.Client(
+            base_url=server.url, headers={"Authorization": f"Bearer {key.secret}"}, timeout=30
+        )
+        assert client.post("/v1/topics", json={"name": topic, "partitions": 1}).status_code == 201
+        offsets = [
+            client.post(f"/v1/topics/{topic}/messages", json={"data": n}).json()["offset"]
+            for n in range(3)
+        ]
+        batch = {"messages": [{"data": n} for n in range(2)]}
+        posted = client.post(f"/v1/topics/{topic}/messages/batch", json=batch)
+        offsets += [result["offset"] for result in posted.json()["results"]]
+        group = f"/v1/topics/{topic}/groups/billing"
+        assert client.put(group, json={"startFrom": "earliest"}).status_code == 200
+        joined = client.post(f"{group}/members", json={"clientId": "worker-a"}).json()
+        pulled = client.post(f"{group}/members/{joined['memberId']}/pull", json={"maxMessages": 2})
+        ack_ids = [m["ackId"] for m in pulled.json()["messages"]]
+        assert client.post(f"{group}/ack", json={"ackIds": ack_ids}).status_code == 200
+
+        # Producer rows every second from the API process, off the request path.
+        _wait_rows(receiver, "queuecore_producers", 1)
+        assert server.stop() in (0, -signal.SIGTERM)  # and the last ones at shutdown
+    mine = [row for row in receiver.table("queuecore_producers") if row.values["topic"] == topic]
+    assert {row.values["producer"] for row in mine} == {key.key.id}
+    assert all(row.values[tag] == value for row in mine for tag, value in tags.items())
+    assert sum(row.values["messages"] for row in mine) == 5
+    assert max(row.values["last_offset"] for row in mine) == max(offsets)
+    assert key.secret not in str(receiver.rows)
+
+    _switch_on(monkeypatch, services, switch)
+    from observability.tasks import snapshot_series
+
+    report = snapshot_series()
+    assert report["consumerRows"] >= 1
+    consumers = _wait_rows(receiver, "queuecore_consumers", 1)
+    [consumer] = [row for row in consumers if row.values["topic"] == topic]
+    assert consumer.values["group"] == "billing"
+    assert consumer.values["member"] == joined["memberId"]
+    assert consumer.values["client"] == "worker-a"
+    assert consumer.values["committed_offset"] == 2.0  # two pulled and acked
+    assert consumer.values["end_offset"] == 5.0
+    assert consumer.values["backlog"] == 3.0
+    assert all(consumer.values[tag] == value for tag, value in tags.items())
+    usage = _wait_rows(receiver, "queuecore_usage_hourly", 1)
+    [hour] = [row for row in usage if row.values["organisation"] == org.organisation.id]
+    assert hour.values["environment"] == "production"
+    assert hour.values["messages_in"] == 5.0
+    assert hour.values["messages_out"] == 2.0
+    assert hour.values["ts"] % 3_600_000 == 0
+
+    _lag_hook_sends_the_series(services, receiver, topic, tags)
+
+
+def _switch_on(monkeypatch: pytest.MonkeyPatch, services: Services, switch: dict[str, str]) -> None:
+    """This test process as a worker with the switch on (the beat task runs here)."""
+    for name, value in {**services.env(), **switch}.items():
+        monkeypatch.setenv(name, value)
+    settings.clear_caches()
+
+
+def _lag_hook_sends_the_series(
+    services: Services, receiver: GreptimeReceiver, topic: str, tags: dict[str, Any]
+) -> None:
+    """The lag task's hook sends the window's points of ``lag_series`` (the job's output)."""
+    from spark_pipelines.tasks import send_lag_series
+
+    ids = lag_support.group_ids(services.database_url, topic, "billing")
+    at = lag_support.minute(0, datetime.now(UTC) - timedelta(minutes=5))
+    lag_support.insert_point(services.database_url, ids, at, 3, (0.5, 0.25, 12.0))
+    report = send_lag_series(at, at + timedelta(minutes=1))
+    assert report == {"seriesRowsQueued": 1}
+    [point] = [
+        r for r in _wait_rows(receiver, "queuecore_group_lag", 1) if r.values["topic"] == topic
+    ]
+    assert point.values == {
+        **tags,
+        "topic": topic,
+        "group": "billing",
+        "partitions": 1.0,
+        "lag": 3.0,
+        "consume_rate": 0.5,
+        "produce_rate": 0.25,
+        "time_to_drain_s": 12.0,
+        "ts": int(at.timestamp() * 1000),
+    }
