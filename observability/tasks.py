@@ -26,7 +26,7 @@ def ping(token: str) -> dict[str, object]:
 
 
 @shared_task(name="observability.snapshot_series")
-def snapshot_series() -> dict[str, object]:
+def snapshot_series() -> dict[str, Any]:
     """Send the consumer and hourly usage series to GreptimeDB (nothing when switched off)."""
     writer = series.writer(settings.greptime())
     if writer is None:

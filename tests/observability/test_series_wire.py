@@ -57,13 +57,23 @@ def test_each_table_arrives_with_its_tags_fields_and_timestamp(
         {"QUEUECORE_GREPTIMEDB_GRPC": receiver.address, "QUEUECORE_GREPTIMEDB_DATABASE": "ops"}
     )
     writer = SeriesWriter(ingester_sender(config), queue_rows=100, batch_rows=100)
-    lag = {**TENANT, "topic": "orders", "group": "billing", "bucket_start_ms": 1_800_000_000_000}
+    lag: dict[str, Any] = {
+        **TENANT,
+        "topic": "orders",
+        "group": "billing",
+        "bucket_start_ms": 1_800_000_000_000,
+    }
     lag |= {"partitions": 3, "lag": 42, "consume_rate": 1.5, "produce_rate": None}
     lag |= {"time_to_drain_s": None}
-    usage = {**TENANT, "hour_ms": 1_799_996_400_000, "messages_in": 7, "bytes_in": 70}
+    usage: dict[str, Any] = {
+        **TENANT,
+        "hour_ms": 1_799_996_400_000,
+        "messages_in": 7,
+        "bytes_in": 70,
+    }
     usage |= {"messages_out": 5, "bytes_out": 50, "publish_requests": 4}
     usage |= {"consume_requests": 2, "admin_requests": 1, "storage_bytes_avg": None}
-    consumer = {**TENANT, "topic": "orders", "group": "billing", "member": "mem_1"}
+    consumer: dict[str, Any] = {**TENANT, "topic": "orders", "group": "billing", "member": "mem_1"}
     consumer |= {"client": "worker-a", "partition": 2, "committed_offset": 10}
     consumer |= {"delivered_offset": 12, "end_offset": 15, "backlog": 5}
     consumer |= {"last_activity_ms": 1_800_000_001_000}
