@@ -43,6 +43,7 @@ def receiver() -> Iterator[GreptimeReceiver]:
     finally:
         series.close_writer()
         started.stop()
+        settings.clear_caches()  # after monkeypatch restored the environment (set up later)
 
 
 def _wait_rows(receiver: GreptimeReceiver, table: str, count: int) -> list[ReceivedRow]:
@@ -228,3 +229,17 @@ def _lag_hook_sends_the_series(
         "time_to_drain_s": 12.0,
         "ts": int(at.timestamp() * 1000),
     }
+
+
+def test_switched_off_the_beat_task_reads_nothing_and_sends_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("QUEUECORE_GREPTIMEDB_GRPC", raising=False)
+    monkeypatch.setenv("QUEUECORE_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    settings.clear_caches()
+    from observability.tasks import snapshot_series
+
+    # No database connection is tried (the URL above would refuse it), no writer exists.
+    assert snapshot_series() == {"skipped": "QUEUECORE_GREPTIMEDB_GRPC is not set"}
+    assert series.writer(settings.greptime()) is None
+    settings.clear_caches()
