@@ -3,19 +3,24 @@ receiver of GreptimeDB's gRPC protocol (tests/observability/greptime_receiver.py
 
 With ``QUEUECORE_GREPTIMEDB_GRPC`` pointing at the receiver, a real ``queuecore serve`` sends
 ``queuecore_producers``; the beat task (run directly) sends ``queuecore_consumers`` and
-``queuecore_usage_hourly``; the lag task's hook sends ``queuecore_group_lag`` from the lag series.
+``queuecore_usage_hourly``; the lag analytics task (the real Spark job in a child process) sends
+``queuecore_group_lag``.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import shutil
 import signal
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from litestar.testing import TestClient
 
 from core import settings
 from core.settings import GreptimeSettings
@@ -23,13 +28,16 @@ from observability import series
 from observability.producers import ProducerActivity, ProducerKey
 from observability.series import SeriesWriter, ingester_sender
 from observability.series_rows import consumer_rows, lag_rows, usage_rows
+from tests.data_plane.test_consume_api import Group
 from tests.observability.conftest import serve
 from tests.observability.greptime_receiver import GreptimeReceiver, ReceivedRow
 from tests.observability.receiver import eventually
 from tests.support import lag as lag_support
-from tests.support.services import Services
+from tests.support.services import Services, unavailable
 from tests.support.tenancy import new_organisation
 
+# QUEUECORE_TEST_SERIES_SPARK=1: the lag test runs the real Spark job instead of seeding its output.
+RUN_SPARK = os.environ.get("QUEUECORE_TEST_SERIES_SPARK", "") == "1"
 TENANT = {"organisation_id": "org_1", "project_id": "prj_1", "environment": "production"}
 TENANT_TAGS = {"organisation": "org_1", "project": "prj_1", "environment": "production"}
 
@@ -194,8 +202,6 @@ def test_traffic_fills_the_producer_consumer_usage_and_lag_tables(
     assert hour.values["messages_out"] == 2.0
     assert hour.values["ts"] % 3_600_000 == 0
 
-    _lag_hook_sends_the_series(services, receiver, topic, tags)
-
 
 def _switch_on(monkeypatch: pytest.MonkeyPatch, services: Services, switch: dict[str, str]) -> None:
     """This test process as a worker with the switch on (the beat task runs here)."""
@@ -204,30 +210,60 @@ def _switch_on(monkeypatch: pytest.MonkeyPatch, services: Services, switch: dict
     settings.clear_caches()
 
 
-def _lag_hook_sends_the_series(
-    services: Services, receiver: GreptimeReceiver, topic: str, tags: dict[str, Any]
+def test_the_lag_task_sends_the_lag_series(
+    services: Services,
+    client: TestClient,
+    receiver: GreptimeReceiver,
+    unique: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The lag task's hook sends the window's points of ``lag_series`` (the job's output)."""
-    from spark_pipelines.tasks import send_lag_series
+    org = new_organisation(services.database_url)
+    group = Group(client, org, unique)
+    ids = lag_support.group_ids(services.database_url, group.topic)
+    t0 = lag_support.minute(-140)
+    until = t0 + timedelta(minutes=3)
+    _switch_on(monkeypatch, services, {"QUEUECORE_GREPTIMEDB_GRPC": receiver.address})
+    if RUN_SPARK:
+        # The task as the worker runs it: the job in a child process, then the rows, sent by
+        # the task (~1 min on a busy 2-core machine: opt-in).
+        if importlib.util.find_spec("pyspark") is None or shutil.which("java") is None:
+            unavailable("the lag analytics job needs PySpark and Java")
+        snapshots = [(0, t0 + timedelta(minutes=m), 30 * m, 10 + 60 * m) for m in range(3)]
+        lag_support.insert_snapshots(services.database_url, ids, snapshots)
+        from spark_pipelines.tasks import run_lag_analytics
 
-    ids = lag_support.group_ids(services.database_url, topic, "billing")
-    at = lag_support.minute(0, datetime.now(UTC) - timedelta(minutes=5))
-    lag_support.insert_point(services.database_url, ids, at, 3, (0.5, 0.25, 12.0))
-    report = send_lag_series(at, at + timedelta(minutes=1))
-    assert report == {"seriesRowsQueued": 1}
-    [point] = [
-        r for r in _wait_rows(receiver, "queuecore_group_lag", 1) if r.values["topic"] == topic
+        report = run_lag_analytics(since=t0.isoformat(), until=until.isoformat())
+        assert report["points"] == 3
+    else:
+        # What the job writes for those snapshots (tests/spark_pipelines checks the job itself);
+        # the task's hook reads it back and sends it.
+        points = [(0, 10, (None, None, None)), (1, 40, (0.5, 1.0, None)), (2, 70, (0.5, 1.0, None))]
+        for m, lag, rates in points:
+            at = t0 + timedelta(minutes=m)
+            lag_support.insert_point(services.database_url, ids, at, lag, rates)
+        from spark_pipelines.tasks import send_lag_series
+
+        report = send_lag_series(t0, until)
+    assert report["seriesRowsQueued"] == 3
+    rows = _wait_rows(receiver, "queuecore_group_lag", 3)
+    mine = sorted(
+        (r for r in rows if r.values["topic"] == group.topic), key=lambda r: r.values["ts"]
+    )
+    assert [r.values["ts"] for r in mine] == [
+        int((t0 + timedelta(minutes=m)).timestamp() * 1000) for m in range(3)
     ]
-    assert point.values == {
-        **tags,
-        "topic": topic,
-        "group": "billing",
+    assert mine[-1].values == {
+        "organisation": org.organisation.id,
+        "project": org.project.id,
+        "environment": "production",
+        "topic": group.topic,
+        "group": "workers",
         "partitions": 1.0,
-        "lag": 3.0,
+        "lag": 70.0,
         "consume_rate": 0.5,
-        "produce_rate": 0.25,
-        "time_to_drain_s": 12.0,
-        "ts": int(at.timestamp() * 1000),
+        "produce_rate": 1.0,
+        "time_to_drain_s": None,  # not draining: produced faster than consumed
+        "ts": int((t0 + timedelta(minutes=2)).timestamp() * 1000),
     }
 
 
