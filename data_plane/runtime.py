@@ -9,6 +9,7 @@ publish service meters publishes.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 
 from core import settings
@@ -63,7 +64,9 @@ class DataPlane:
         self.listener = PublishListener(database_url)
         self.publisher = PublishService(db, self.writer, usage)
         self.group_refs = GroupRefCache()
-        self.draining = False  # set on SIGTERM: open streams end with a reconnect hint
+        # Set when the server stops taking requests (the end of a SIGTERM drain): long-polls and
+        # streams waiting for messages answer at once (streams end with a reconnect hint).
+        self.stopping = asyncio.Event()
 
     async def start(self) -> None:
         """Start the writer's flush loop and the LISTEN connection."""
@@ -74,6 +77,11 @@ class DataPlane:
         """Flush and stop the writer, then stop listening."""
         await self.writer.close()
         await self.listener.stop()
+
+    def stop_waiting(self) -> None:
+        """Set :attr:`stopping` and wake every waiting long-poll and stream to answer now."""
+        self.stopping.set()
+        self.listener.wake_all()
 
     def delivered(self, environment_id: str, messages: list[Message]) -> None:
         """Count messages sent to a caller (egress) in its environment's usage."""
