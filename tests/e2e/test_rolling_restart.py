@@ -237,6 +237,7 @@ def _assert_nothing_lost(load: Load) -> None:
     assert not ledger.mismatched  # a retried key was answered with its first place
     assert not ledger.missing()  # every publish answered 2xx was delivered and acked
     assert not ledger.after_ack  # nothing came again once its ack was accepted
+    assert ledger.deliveries == len(ledger.published)  # no lease was lost in a switch either
     ids = [data_id for data_ids in ledger.delivered.values() for data_id in data_ids]
     assert len(ids) == len(set(ids)) == len(ledger.published)  # no key stored twice
     assert {url for _, url in load.stream_ends} == set(load.urls)  # each drain ended the stream
