@@ -61,8 +61,11 @@ def test_sigterm_fails_readiness_while_draining_then_exits_in_bound(
         assert status == 503  # still serving during the pre-stop delay, but not ready
         assert "draining" in json.loads(body)["error"]["message"]
         assert http_status(f"{base}/healthz") == 200
-        # A publish during the drain is answered; the open stream delivers it.
-        assert client.post("/v1/topics/drain.t/messages", json={"data": 1}).status_code == 201
+        # A publish during the drain is answered; the open stream delivers it. The answer closes
+        # its connection: the client's next one goes through the balancer to a ready replica.
+        published = client.post("/v1/topics/drain.t/messages", json={"data": 1})
+        assert published.status_code == 201
+        assert published.headers["connection"] == "close"
         proc.wait(timeout=DRAIN_S + TIMEOUT_S + 10)
         stopped_s = time.monotonic() - started
         assert stopped_s >= DRAIN_S - 0.5  # kept serving for the drain
