@@ -18,6 +18,7 @@ from core.object_store import ObjectStore
 from core.settings import WriterSettings
 from data_plane import delivery
 from data_plane.delivery import GroupRef, GroupRefCache, Pulled
+from data_plane.groups.pulse import Pulse
 from data_plane.groups.service import GroupTopicNotFound, MemberNotFound
 from data_plane.read import reader as read_path
 from data_plane.read.cache import BlockCache
@@ -64,19 +65,22 @@ class DataPlane:
         self.listener = PublishListener(database_url)
         self.publisher = PublishService(db, self.writer, usage)
         self.group_refs = GroupRefCache()
+        self.pulse = Pulse(db)  # a stall in it spares silent members (groups.pulse)
         # Set when the server stops taking requests (the end of a SIGTERM drain): long-polls and
         # streams waiting for messages answer at once (streams end with a reconnect hint).
         self.stopping = asyncio.Event()
 
     async def start(self) -> None:
-        """Start the writer's flush loop and the LISTEN connection."""
+        """Start the writer's flush loop, the LISTEN connection and the pulse."""
         await self.writer.start()
         self.listener.start()
+        self.pulse.start()
 
     async def close(self) -> None:
-        """Flush and stop the writer, then stop listening."""
+        """Flush and stop the writer, then stop listening and beating."""
         await self.writer.close()
         await self.listener.stop()
+        await self.pulse.stop()
 
     def stop_waiting(self) -> None:
         """Set :attr:`stopping` and wake every waiting long-poll and stream to answer now."""

@@ -8,6 +8,7 @@ from typing import Any
 from celery import Celery, signals
 
 from core import settings
+from core.worker import broker_options
 
 TASK_MODULES = [
     "observability.tasks",
@@ -50,6 +51,7 @@ def create_celery() -> Celery:
         worker_prefetch_multiplier=1,
         result_expires=3600,
         broker_connection_retry_on_startup=True,
+        **broker_options(),
         worker_hijack_root_logger=False,
         timezone="UTC",
         beat_schedule={

@@ -22,6 +22,7 @@ from core.errors import ClientError, Conflict, NotFound, ValidationFailed
 from data_plane.deadletters import queries as dlq_queries
 from data_plane.groups import queries as q
 from data_plane.groups.assignment import assign
+from data_plane.groups.pulse import PULSE_GAP_S
 from observability.logging import get_logger
 from tenants.ids import new_id
 
@@ -229,7 +230,7 @@ async def _rebalanced(
 
 async def _evict_silent(conn: Conn, group_id: str) -> list[str]:
     """Remove the members silent past their session timeout and end their leases; their ids."""
-    params: dict[str, Any] = {"group_id": group_id}
+    params: dict[str, Any] = {"group_id": group_id, "gap_s": PULSE_GAP_S}
     silent = [r["id"] for r in await (await conn.execute(q.LOCK_SILENT_MEMBERS, params)).fetchall()]
     if silent:
         await _remove(conn, group_id, silent)
@@ -409,7 +410,8 @@ async def sweep_groups(conn: Conn, topic_id: str | None = None) -> SweepReport:
     """
     if not conn.autocommit:
         raise ValueError("the sweep commits group by group: pass an autocommit connection")
-    rows = await (await conn.execute(q.GROUPS_TO_SWEEP, {"topic_id": topic_id})).fetchall()
+    params = {"topic_id": topic_id, "gap_s": PULSE_GAP_S}
+    rows = await (await conn.execute(q.GROUPS_TO_SWEEP, params)).fetchall()
     evicted = grown = 0
     for row in rows:
         try:
