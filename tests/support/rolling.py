@@ -198,7 +198,8 @@ class Balancer:
             try:
                 response = self.clients[self.preferred].request(method, path, json=body)
             except CONNECTION_ERRORS as exc:
-                self.journal.saw(url, f"connection: {type(exc).__name__}")
+                last = path.rstrip("/").rsplit("/", 1)[-1]
+                self.journal.saw(url, f"connection: {type(exc).__name__} ({method} …/{last})")
             else:
                 if response.status_code != 503:
                     return response
@@ -353,20 +354,16 @@ class Load:
             with client.stream("GET", path) as response:
                 if response.status_code != 200:
                     response.read()
-                    code = error_code(response)
-                    tag = (
-                        ""
-                        if response.status_code == 503 and code in RETRYABLE_CODES
-                        else " unexpected"
-                    )
-                    self.journal.saw(url, f"503 {code}{tag}")
+                    code, status = error_code(response), response.status_code
+                    tag = "" if status == 503 and code in RETRYABLE_CODES else " unexpected"
+                    self.journal.saw(url, f"{status} {code}{tag}")
                     balancer.switch()
                     time.sleep(RETRY_PAUSE_S)
                     return
                 self._read_stream(balancer, url, response)
         except CONNECTION_ERRORS as exc:
             if not self.stopping.is_set():
-                self.journal.saw(url, f"connection: {type(exc).__name__}")
+                self.journal.saw(url, f"connection: {type(exc).__name__} (GET …/stream)")
                 balancer.switch()
                 time.sleep(RETRY_PAUSE_S)
 
@@ -383,7 +380,7 @@ class Load:
                 if kind == "error":
                     self._stream_ended(balancer, url, data)
                     return
-        self.journal.saw(url, "connection: stream closed without an error event")
+        self.journal.saw(url, "stream closed without its end event: unexpected")
         balancer.switch()
 
     def _stream_ended(self, balancer: Balancer, url: str, data: dict[str, Any]) -> None:
