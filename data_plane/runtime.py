@@ -24,6 +24,7 @@ from data_plane.read import reader as read_path
 from data_plane.read.cache import BlockCache
 from data_plane.read.notify import PublishListener
 from data_plane.read.reader import ReadResult, SegmentReader, TopicRef
+from data_plane.topics.traffic import TrafficCounter, TrafficFlusher
 from data_plane.write.publish import PublishService, UsageSink
 from data_plane.write.segment import Message
 from data_plane.write.writer import SegmentWriter
@@ -66,21 +67,26 @@ class DataPlane:
         self.publisher = PublishService(db, self.writer, usage)
         self.group_refs = GroupRefCache()
         self.pulse = Pulse(db)  # a stall in it spares silent members (groups.pulse)
+        self.traffic = TrafficCounter()  # per-topic rates for the dashboard (topics.traffic)
+        self.writer.subscribe(self.traffic.committed)
+        self.traffic_flusher = TrafficFlusher(self.traffic, db.connection, settings.meter().flush_s)
         # Set when the server stops taking requests (the end of a SIGTERM drain): long-polls and
         # streams waiting for messages answer at once (streams end with a reconnect hint).
         self.stopping = asyncio.Event()
 
     async def start(self) -> None:
-        """Start the writer's flush loop, the LISTEN connection and the pulse."""
+        """Start the writer's flush loop, the LISTEN connection, the pulse and the traffic flusher."""
         await self.writer.start()
         self.listener.start()
         self.pulse.start()
+        self.traffic_flusher.start()
 
     async def close(self) -> None:
-        """Flush and stop the writer, then stop listening and beating."""
+        """Flush and stop the writer, stop listening and beating, write the last traffic counts."""
         await self.writer.close()
         await self.listener.stop()
         await self.pulse.stop()
+        await self.traffic_flusher.stop()
 
     def stop_waiting(self) -> None:
         """Set :attr:`stopping` and wake every waiting long-poll and stream to answer now."""
@@ -125,6 +131,7 @@ class DataPlane:
                     raise
                 pulled = await delivery.pull(conn, self.reader, fresh, member_id, limit)
         self.delivered(environment_id, [item.message for item in pulled.deliveries])
+        self.traffic.consumed(pulled.ref.topic_id, len(pulled.deliveries))
         return pulled
 
     async def browse(

@@ -36,6 +36,8 @@ SAMPLE_STORAGE_S = 300.0
 RUN_USAGE_AGGREGATION_S = 3_600.0
 # Segment compaction merges blocks older than its minimum age (10 min): every half hour is enough.
 RUN_COMPACTION_S = 1_800.0
+# The GreptimeDB consumer and usage series (observability.snapshot_series; a no-op when off).
+SNAPSHOT_SERIES_S = 60.0
 
 
 def create_celery() -> Celery:
@@ -88,6 +90,9 @@ def create_celery() -> Celery:
             "run-compaction": _scheduled(
                 "spark_pipelines.run_compaction", RUN_COMPACTION_S, expires=RUN_COMPACTION_S
             ),
+            "snapshot-series": _scheduled(
+                "observability.snapshot_series", SNAPSHOT_SERIES_S, expires=SNAPSHOT_SERIES_S
+            ),
         },
     )
     from observability import task_metrics
@@ -136,7 +141,8 @@ def _start_telemetry(**_: Any) -> None:
 
 @signals.worker_process_shutdown.connect
 def _stop_telemetry(**_: Any) -> None:
-    """Flush what the pool process buffered before it exits."""
-    from observability import telemetry
+    """Flush what the pool process buffered before it exits (telemetry, GreptimeDB rows)."""
+    from observability import series, telemetry
 
     telemetry.shutdown()
+    series.close_writer()

@@ -348,10 +348,12 @@ async def heartbeat(
     """Keep a member alive; tells it to rejoin when the generation moved on."""
     topic_row = await topic_of(conn, environment_id, topic)
     group_row = await _locked_group(conn, environment_id, topic_row["id"], group, create=False)
+    # The member row before the partitions, as a pull takes them: a rebalance locks every
+    # partition of the group, and touching the member after it deadlocked with its own pull.
+    # Only a member still within its session is touched; a silent one is evicted just below.
+    params = {"id": member_id, "group_id": group_row["id"], "gap_s": PULSE_GAP_S}
+    row = await (await conn.execute(q.TOUCH_LIVE_MEMBER, params)).fetchone()
     generation = await _rebalance(conn, group_row, topic_row, force=False)
-    row = await (
-        await conn.execute(q.TOUCH_MEMBER, {"id": member_id, "group_id": group_row["id"]})
-    ).fetchone()
     if row is None:
         raise MemberNotFound(member_id)
     return HeartbeatResult(generation, int(row["generation"]) != generation)

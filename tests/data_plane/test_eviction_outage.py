@@ -7,9 +7,7 @@ started again, or frozen (SIGSTOP) and thawed, while a pulse runs as an API repl
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +23,7 @@ from data_plane.topics import service as topic_service
 from infra import migrate
 from infra.embedded import EmbeddedPostgres, free_port_block
 from tests.faults.cluster import signal_tree
+from tests.support.pulse import pulsing
 from tests.support.services import Services, unavailable
 from tests.support.tenancy import new_organisation, run_in_tx
 
@@ -34,31 +33,15 @@ STALL_S = SESSION_MS / 1000 + pulse.PULSE_GAP_S + 1.0  # past the session and a 
 
 @dataclass
 class Stack:
-    """The dedicated PostgreSQL, its environment with topic ``t.outage``, and the pulse's stop."""
+    """The dedicated PostgreSQL and its environment with topic ``t.outage``."""
 
     postgres: EmbeddedPostgres
     environment_id: str
-    stop_pulse: threading.Event
 
     @property
     def url(self) -> str:
         """Where the dedicated PostgreSQL listens."""
         return self.postgres.url
-
-
-def _pulse_forever(url: str, stop: threading.Event) -> None:
-    """Beat every PULSE_S over a fresh connection, as an API replica does; failures are gaps."""
-
-    async def once() -> None:
-        async with await AsyncConnection.connect(
-            url, autocommit=True, connect_timeout=1, row_factory=dict_row
-        ) as conn:
-            await asyncio.wait_for(pulse.beat(conn), 1.0)
-
-    while not stop.is_set():
-        with contextlib.suppress(Exception):
-            asyncio.run(once())
-        stop.wait(pulse.PULSE_S)
 
 
 @pytest.fixture
@@ -78,15 +61,10 @@ def stack(services: Services, tmp_path: Path) -> Iterator[Stack]:
             conn, org.organisation.id, env.id, "t.outage", partitions=2
         ),
     )
-    stop = threading.Event()
-    beating = threading.Thread(target=_pulse_forever, args=(postgres.url, stop), daemon=True)
-    beating.start()
-    time.sleep(2 * pulse.PULSE_S)  # the pulse runs, as with any replica up
     try:
-        yield Stack(postgres, env.id, stop)
+        with pulsing(postgres.url):  # as with any replica up
+            yield Stack(postgres, env.id)
     finally:
-        stop.set()
-        beating.join(5)
         postgres.stop()
 
 
