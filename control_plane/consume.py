@@ -15,7 +15,7 @@ from litestar.di import NamedDependency
 from litestar.params import Body, FromPath, QueryParameter
 
 from control_plane.auth import auth_context
-from control_plane.sse import EventStream, comment, event, events
+from control_plane.sse import EventStream, comment, event, events, retry_field
 from core.errors import QueueCoreError
 from core.wire_types import INTEGER_MAX, Int64, NonNegative64, Partition, Text
 from data_plane import delivery
@@ -31,6 +31,7 @@ from data_plane.write.publish import message_id
 from observability.logging import get_logger
 
 KEEPALIVE_S = 15.0
+RECONNECT_MS = 1000  # the SSE ``retry:`` an EventSource waits before reconnecting
 log = get_logger("queuecore.consume")
 STREAM_BATCH = 100
 
@@ -204,7 +205,7 @@ class ConsumeController(Controller):
         member_id: FromPath[str],
         data: Annotated[PullRequest, Body()],
     ) -> PullResponse:
-        """Waits up to ``waitMs`` for at least one message."""
+        """Waits up to ``waitMs`` for at least one message (less when the server stops)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + data.wait_ms / 1000
         ref = await data_plane.group_ref(auth_context(request).environment_id, topic, group)
@@ -218,9 +219,9 @@ class ConsumeController(Controller):
                 )
                 ref, watch.partitions, watch.full = pulled.ref, pulled.partitions, pulled.full
                 remaining = deadline - loop.time()
-                if pulled.deliveries or remaining <= 0:
+                if pulled.deliveries or remaining <= 0 or data_plane.stopping.is_set():
                     return PullResponse(Renderer(ref).all(pulled.deliveries))
-                await watch.wait(_wait_s(pulled, remaining))
+                await watch.wait(_wait_s(pulled, remaining))  # the server stopping wakes it too
 
     @get("/members/{member_id:str}/stream", summary="Push: messages as Server-Sent Events")
     async def stream(
@@ -354,25 +355,29 @@ class ConsumeController(Controller):
 async def _events(
     data_plane: DataPlane, environment_id: str, member_id: str, first: Pulled
 ) -> AsyncIterator[bytes]:
-    """Deliveries as they become available; ends with an ``error`` event if the member is gone.
+    """Deliveries as they become available; ends with an ``error`` event if the member is gone,
+    or when the server stops (after sending what it pulled; the client reconnects elsewhere).
 
     The stream registers for its partitions' notifications before each pull and sleeps on
     that registration only when a pull came back short, so a publish is delivered as soon as
-    its NOTIFY arrives: no polling, no lost wake-up.
+    its NOTIFY arrives: no polling, no lost wake-up. The server stopping wakes it too.
     """
+    yield retry_field(RECONNECT_MS)
     pulled, look_again = first, True  # registered after the first pull: look once more
+    stopping = data_plane.stopping
     with data_plane.listener.watch(first.ref.topic_id, first.partitions) as watch:
         watch.full = first.full
         while True:
             if pulled.deliveries:
                 wires = Renderer(pulled.ref).all(pulled.deliveries)
                 yield events("message", [(wire.ack_id, wire) for wire in wires])
-            if data_plane.draining:  # what was pulled is sent; the client reconnects elsewhere
-                yield _error_event("SERVICE_UNAVAILABLE", "server shutting down, reconnect")
-                return
+            if stopping.is_set():
+                break
             try:
                 if not look_again and len(pulled.deliveries) < STREAM_BATCH:
                     await watch.wait(_wait_s(pulled, KEEPALIVE_S))
+                    if stopping.is_set():
+                        break
                 look_again = False
                 watch.event.clear()
                 pulled = await data_plane.pull(
@@ -391,6 +396,7 @@ async def _events(
                 return
             if not pulled.deliveries:
                 yield comment("keepalive")
+    yield _error_event("SERVICE_UNAVAILABLE", "server shutting down, reconnect")
 
 
 def _error_event(code: str, message: str) -> bytes:

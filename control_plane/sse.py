@@ -54,3 +54,8 @@ def event(kind: str, data: Any) -> bytes:
 def comment(text: str) -> bytes:
     """A comment line: ignored by clients, keeps idle connections open."""
     return b": " + text.encode() + SEPARATOR + SEPARATOR
+
+
+def retry_field(delay_ms: int) -> bytes:
+    """A ``retry:`` field alone: how long an EventSource waits before it reconnects."""
+    return b"retry: %d" % delay_ms + SEPARATOR + SEPARATOR

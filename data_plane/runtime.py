@@ -9,6 +9,7 @@ publish service meters publishes.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 
 from core import settings
@@ -69,7 +70,9 @@ class DataPlane:
         self.traffic = TrafficCounter()  # per-topic rates for the dashboard (topics.traffic)
         self.writer.subscribe(self.traffic.committed)
         self.traffic_flusher = TrafficFlusher(self.traffic, db.connection, settings.meter().flush_s)
-        self.draining = False  # set on SIGTERM: open streams end with a reconnect hint
+        # Set when the server stops taking requests (the end of a SIGTERM drain): long-polls and
+        # streams waiting for messages answer at once (streams end with a reconnect hint).
+        self.stopping = asyncio.Event()
 
     async def start(self) -> None:
         """Start the writer's flush loop, the LISTEN connection, the pulse and the traffic flusher."""
@@ -84,6 +87,11 @@ class DataPlane:
         await self.listener.stop()
         await self.pulse.stop()
         await self.traffic_flusher.stop()
+
+    def stop_waiting(self) -> None:
+        """Set :attr:`stopping` and wake every waiting long-poll and stream to answer now."""
+        self.stopping.set()
+        self.listener.wake_all()
 
     def delivered(self, environment_id: str, messages: list[Message]) -> None:
         """Count messages sent to a caller (egress) in its environment's usage."""

@@ -33,7 +33,7 @@ def _serve(args: argparse.Namespace) -> int:
         log_config=None,
         access_log=False,
         proxy_headers=True,
-        timeout_graceful_shutdown=stop.drain_s + stop.timeout_s,
+        timeout_graceful_shutdown=stop.timeout_s,  # counted from the drain's end (shutdown.py)
         http="control_plane.http_limits:BoundedHttpToolsProtocol",  # bounded request heads
     )
     return 0

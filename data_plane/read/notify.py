@@ -86,6 +86,10 @@ class PublishListener:
         """Wake every local waiter of these topics."""
         self.poke_partitions({(topic_id, -1) for topic_id in topic_ids})
 
+    def wake_all(self) -> None:
+        """Wake every local waiter, of every topic (the server is stopping)."""
+        self.poke(set(self._waiters))
+
     def poke_full(self, topic_id: str) -> None:
         """Wake the local waiters of a topic whose members could take no more messages: an ack
         made room (acks through another replica wake them at their next lease expiry)."""

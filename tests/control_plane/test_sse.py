@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from control_plane.sse import comment, event, events
+from control_plane.sse import comment, event, events, retry_field
 
 
 def _parse(stream: bytes) -> list[dict[str, str]]:
@@ -41,3 +41,11 @@ def test_error_event_and_keepalive_comment() -> None:
     (only,) = _parse(stream)
     assert only["event"] == "error" and "id" not in only
     assert json.loads(only["data"])["code"] == "MEMBER_NOT_FOUND"
+
+
+def test_the_retry_field_sets_the_reconnect_delay_and_dispatches_no_event() -> None:
+    stream = retry_field(1000) + events("message", [("ack_a", {"n": 1})])
+    assert stream.startswith(b"retry: 1000\r\n\r\n")
+    parsed = _parse(stream)
+    assert parsed[0] == {"retry": "1000"}  # a block without data: no event is dispatched
+    assert [json.loads(p["data"]) for p in parsed if "data" in p] == [{"n": 1}]
