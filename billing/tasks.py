@@ -1,4 +1,4 @@
-"""Celery tasks of billing: the storage sampler (beat, every 5 min).
+"""Celery tasks of billing: the storage sampler (beat, every 5 min) and invoicing (hourly).
 
 A thin shell around :func:`billing.usage.sample_storage`, on a fresh autocommit connection from
 the same settings the API uses (as :mod:`data_plane.tasks`). Idempotent: a second run in the same
@@ -8,11 +8,12 @@ the same settings the API uses (as :mod:`data_plane.tasks`). Idempotent: a secon
 
 from __future__ import annotations
 
-from typing import TypeVar
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
 
 from celery import shared_task
 
-from billing import usage
+from billing import invoicing, usage
 from core.worker import run_connected
 
 Result = TypeVar("Result")
@@ -23,3 +24,20 @@ def sample_storage(environment_id: str | None = None) -> dict[str, int]:
     """Add this slot's sample of every environment's stored bytes to its hourly usage."""
     sampled = run_connected(lambda conn: usage.sample_storage(conn, environment_id=environment_id))
     return {"environmentsSampled": sampled}
+
+
+@shared_task(name="billing.issue_invoices")
+def issue_invoices(month: str | None = None, now: str | None = None) -> dict[str, Any]:
+    """Issue the month's invoices (default: the previous month, once it may be invoiced).
+
+    Beat runs it hourly: until the previous month may be invoiced (``ISSUE_AFTER_S`` after it
+    ended, when the rollup has recomputed it for the last time) it does nothing, and afterwards a
+    run finds every invoice issued and changes nothing.
+    """
+    moment = datetime.fromisoformat(now) if now else datetime.now(UTC)
+    target = invoicing.parse_month(month) if month else invoicing.previous_month(moment)
+    _, until = invoicing.month_bounds(datetime(target.year, target.month, 1, tzinfo=UTC))
+    if month is None and moment < until + timedelta(seconds=invoicing.ISSUE_AFTER_S):
+        return {"month": f"{target:%Y-%m}", "skipped": "the month may not be invoiced yet"}
+    report = run_connected(lambda conn: invoicing.issue_month(conn, target, moment))
+    return report.as_dict()

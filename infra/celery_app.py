@@ -35,6 +35,9 @@ SAMPLE_STORAGE_S = 300.0
 RUN_USAGE_AGGREGATION_S = 3_600.0
 # Segment compaction merges blocks older than its minimum age (10 min): every half hour is enough.
 RUN_COMPACTION_S = 1_800.0
+# Invoicing checks hourly whether the previous month may be invoiced (billing.invoicing): a run
+# after its invoices are issued finds them and changes nothing.
+ISSUE_INVOICES_S = 3_600.0
 
 
 def create_celery() -> Celery:
@@ -85,6 +88,9 @@ def create_celery() -> Celery:
             ),
             "run-compaction": _scheduled(
                 "spark_pipelines.run_compaction", RUN_COMPACTION_S, expires=RUN_COMPACTION_S
+            ),
+            "issue-invoices": _scheduled(
+                "billing.issue_invoices", ISSUE_INVOICES_S, expires=ISSUE_INVOICES_S
             ),
         },
     )

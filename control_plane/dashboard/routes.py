@@ -11,6 +11,7 @@ from control_plane.dashboard.auth import AuthPages
 from control_plane.dashboard.dlq import DeadLetterPages
 from control_plane.dashboard.errors import PAGE_EXCEPTION_HANDLERS
 from control_plane.dashboard.home import HomePages, root
+from control_plane.dashboard.invoices import InvoicePages
 from control_plane.dashboard.keys import KeyPages
 from control_plane.dashboard.pages import PREFIX, STATIC
 from control_plane.dashboard.topics import TopicPages
@@ -29,6 +30,7 @@ def dashboard_route_handlers() -> list[ControllerRouterHandler]:
             DeadLetterPages,
             AlertPages,
             UsagePages,
+            InvoicePages,
         ],
         exception_handlers=PAGE_EXCEPTION_HANDLERS,
         include_in_schema=False,
