@@ -99,7 +99,7 @@ CREATE TRIGGER invoice_lines_immutable BEFORE INSERT OR UPDATE OR DELETE ON invo
 
 CREATE FUNCTION invoices_refuse_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    RAISE EXCEPTION 'invoices are kept: % cannot be truncated', TG_TABLE_NAME
+    RAISE EXCEPTION 'issued invoices are kept: % cannot be truncated', TG_TABLE_NAME
         USING ERRCODE = 'integrity_constraint_violation';
 END;
 $$;

@@ -5,6 +5,8 @@ served by ``GET /v1/invoices`` to the organisation's admin keys and nobody else.
 from __future__ import annotations
 
 import re
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -107,6 +109,43 @@ def test_numbers_have_no_gaps_per_series_and_year(
     assert all(row["n"] == row["top"] == row["last_sequence"] for row in rows), rows
 
 
+def test_two_runs_at_once_issue_one_invoice_and_waste_no_number(
+    services: Services, billed: tuple[NewOrganisation, str]
+) -> None:
+    url = services.database_url
+    org = new_organisation(url, tier="pro")
+    seed_month(url, org)
+    with connect(url) as holder:  # both runs queue on the counter row, then go one after the other
+        holder.execute(
+            "SELECT 1 FROM invoice_counters WHERE series = 'QC' AND year = 2025 FOR UPDATE"
+        )
+        with ThreadPoolExecutor(2) as pool:
+            runs = [pool.submit(issue, url, org) for _ in range(2)]
+            wait_until_blocked(url, 2)
+            holder.commit()
+            reports = [run.result(timeout=60) for run in runs]
+
+    assert sorted(len(r.issued) for r in reports) == [0, 1]
+    assert {n for r in reports for n in r.issued + r.existing} == {
+        n for r in reports for n in r.issued
+    }
+    test_numbers_have_no_gaps_per_series_and_year(services, billed)
+
+
+def wait_until_blocked(url: str, count: int) -> None:
+    """Until ``count`` sessions wait for a lock (the runs reached the counter row)."""
+    deadline = time.monotonic() + 30
+    with connect(url) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            ).fetchone()
+            if row and row["n"] >= count:
+                return
+            time.sleep(0.05)
+    raise AssertionError(f"{count} runs never waited on the counter row")
+
+
 def test_a_month_not_over_cannot_be_invoiced(services: Services) -> None:
     org = new_organisation(services.database_url, tier="pro")
     with pytest.raises(ValidationFailed, match="can be invoiced from"):
@@ -123,6 +162,7 @@ def test_a_month_not_over_cannot_be_invoiced(services: Services) -> None:
         "DELETE FROM invoice_lines WHERE invoice_id = (SELECT id FROM invoices WHERE number = %(n)s)",
         "INSERT INTO invoice_lines (invoice_id, position, kind, description, amount_cents)"
         " SELECT id, 99, 'usage', 'extra', 100 FROM invoices WHERE number = %(n)s",
+        "TRUNCATE invoice_lines",
     ],
 )
 def test_an_issued_invoice_cannot_be_changed_in_the_database(
