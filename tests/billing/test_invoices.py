@@ -20,6 +20,7 @@ from core.db import connect
 from core.errors import Conflict, ValidationFailed
 from infra.celery_app import celery_app
 from infra.cli import main
+from tenants import service as tenants
 from tenants.models import NewOrganisation
 from tests.support.invoices import (
     EXPECTED_LINES,
@@ -247,6 +248,20 @@ def test_the_api_lists_and_shows_the_organisations_invoices_only(
     assert (error["code"], error["status"]) == ("INVOICE_NOT_FOUND", 404)
     assert error["requestId"].startswith("req_")
     assert client.get("/v1/invoices", headers=other_headers).json() == {"invoices": []}
+    env = org.project.environment("production").id
+    publisher = run_in_tx(
+        services.database_url, lambda conn: tenants.create_key(conn, env, scopes=["publish"])
+    )
+    forbidden = client.get("/v1/invoices", headers=bearer(publisher.secret))
+    assert forbidden.status_code == 403 and forbidden.json()["error"]["status"] == 403
+
+
+def test_invoicing_is_on_the_beat_schedule_hourly(services: Services) -> None:
+    app = celery_app()
+    app.loader.import_default_modules()
+    assert "billing.issue_invoices" in app.tasks
+    (entry,) = [e for e in app.conf.beat_schedule.values() if e["task"] == "billing.issue_invoices"]
+    assert entry["schedule"] <= 3600  # a month is invoiced within an hour of the 04:00 UTC mark
 
 
 def test_the_beat_task_issues_on_a_worker_and_a_second_run_changes_nothing(
