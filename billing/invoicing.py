@@ -1,7 +1,8 @@
 """Invoices and credit notes: issued per organisation and UTC month, read back, corrected.
 
 An invoice is priced by :func:`billing.invoice_lines.priced_lines` from the month's metered usage
-per environment (the monthly rollup's sums, per environment), stored as a draft with its lines
+per environment (the monthly rollup's sums, per environment; issued only once the Spark rollup
+has computed the month since its last usage change, so the lines add up to it), stored as a draft with its lines
 and set issued in one transaction, numbered gaplessly per series and year of issue
 (``QC-2026-000001``; credit notes ``CN-…``). Issued documents are immutable (triggers of
 migration 0019); a correction is a credit note. Re-running a month finds the invoice it issued
@@ -49,11 +50,17 @@ class IssueReport:
     month: date
     issued: list[str] = field(default_factory=list)
     existing: list[str] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)  # organisations waiting for the rollup
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly (the CLI's output, the Celery task's result)."""
         month = self.month.strftime("%Y-%m")
-        return {"month": month, "issued": self.issued, "existing": self.existing}
+        return {
+            "month": month,
+            "issued": self.issued,
+            "existing": self.existing,
+            "waitingForRollup": self.waiting,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,18 +123,24 @@ async def issue_month(
     report = IssueReport(month)
     for organisation in organisations:
         number, issued = await issue_invoice(conn, organisation, since, until, now)
-        (report.issued if issued else report.existing).append(number)
+        if number is None:
+            report.waiting.append(organisation["id"])
+        else:
+            (report.issued if issued else report.existing).append(number)
     return report
 
 
 async def issue_invoice(
     conn: Conn, organisation: dict[str, Any], since: datetime, until: datetime, now: datetime
-) -> tuple[str, bool]:
+) -> tuple[str | None, bool]:
     """The organisation's invoice of ``[since, until)``: its number, and whether this call issued
-    it (False: it was issued before, and is left as it is)."""
+    it (False: it was issued before, and is left as it is). No number while the monthly rollup
+    has not computed the month since its last usage change (the invoice waits for it)."""
     existing = await _period_number(conn, organisation["id"], since.date())
     if existing is not None:
         return existing, False
+    if await _rollup_pending(conn, organisation["id"], since, until):
+        return None, False
     usages = await _environment_month(conn, organisation["id"], since, until)
     period = f"{since:%B %Y}"
     draft = _Draft(
@@ -146,6 +159,15 @@ async def issue_invoice(
         assert number is not None
         return number, False
     return number, True
+
+
+async def _rollup_pending(
+    conn: Conn, organisation_id: str, since: datetime, until: datetime
+) -> list[str]:
+    """The organisation's projects whose monthly rollup is missing or older than their usage."""
+    params = {"organisation_id": organisation_id, "since": since, "until": until}
+    rows = await (await conn.execute(q.SELECT_ROLLUP_PENDING, params)).fetchall()
+    return [row["project_id"] for row in rows]
 
 
 async def _period_number(conn: Conn, organisation_id: str, period_start: date) -> str | None:

@@ -28,9 +28,11 @@ from tests.support.invoices import (
     ISSUED_AT,
     issue,
     seed_month,
+    seed_rollup,
 )
 from tests.support.services import Services
 from tests.support.tenancy import bearer, new_organisation, run_in_tx
+from tests.support.usage import insert_hourly
 
 NUMBER = re.compile(r"^QC-2025-\d{6}$")
 
@@ -145,6 +147,24 @@ def wait_until_blocked(url: str, count: int) -> None:
                 return
             time.sleep(0.05)
     raise AssertionError(f"{count} runs never waited on the counter row")
+
+
+def test_the_invoice_waits_for_a_rollup_newer_than_the_months_usage(services: Services) -> None:
+    url = services.database_url
+    org = new_organisation(url, tier="pro")
+    seed_month(url, org, rollup=False)
+    assert issue(url, org).waiting == [org.organisation.id]  # never rolled up
+    seed_rollup(url, org.project.id)
+    staging = org.project.environment("staging").id
+    insert_hourly(url, staging, datetime(2025, 3, 31, 23, tzinfo=UTC), admin_requests=1)
+    assert issue(url, org).waiting == [org.organisation.id]  # usage changed after the rollup
+
+    seed_rollup(url, org.project.id)
+    report = issue(url, org)
+
+    assert (report.waiting, len(report.issued)) == ([], 1)
+    invoice = get_invoice(url, report.issued[0])
+    assert invoice.lines[2].requests == 7_500_001
 
 
 def test_a_month_not_over_cannot_be_invoiced(services: Services) -> None:
@@ -269,15 +289,19 @@ def test_the_beat_task_issues_on_a_worker_and_a_second_run_changes_nothing(
 ) -> None:
     org = new_organisation(services.database_url, tier="pro")
     seed_month(services.database_url, org)
-    kwargs = {"month": "2025-03", "now": ISSUED_AT.isoformat()}
+    kwargs = {
+        "month": "2025-03",
+        "now": ISSUED_AT.isoformat(),
+        "organisation_id": org.organisation.id,
+    }
 
     first = celery_app().send_task("billing.issue_invoices", kwargs=kwargs).get(timeout=60)
     before = snapshot(services.database_url, org.organisation.id)
     second = celery_app().send_task("billing.issue_invoices", kwargs=kwargs).get(timeout=60)
 
-    mine = [n for n in first["issued"] if n in {r["number"] for r in before}]
-    assert len(mine) == 1 and first["month"] == "2025-03"
-    assert mine[0] in second["existing"] and second["issued"] == []
+    (number,) = first["issued"]
+    assert first == {"month": "2025-03", "issued": [number], "existing": [], "waitingForRollup": []}
+    assert second == {**first, "issued": [], "existing": [number]}
     assert snapshot(services.database_url, org.organisation.id) == before
     assert before[0]["total_cents"] == EXPECTED_TOTAL_CENTS
 

@@ -29,7 +29,9 @@ def test_the_invoice_lines_of_a_project_add_up_to_its_monthly_rollup(
 ) -> None:
     url = services.database_url
     org = new_organisation(url, tier="pro")
-    seed_month(url, org)
+    seed_month(url, org, rollup=False)
+    waiting = issue(url, org)  # no rollup of the month yet: the invoice waits for it
+    assert (waiting.issued, waiting.waiting) == ([], [org.organisation.id])
     job.run(spark, url, MONTH)
     number = issue(url, org).issued[0]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 
 from billing import invoicing
+from core.db import connect
 from tenants.models import NewOrganisation
 from tests.support.tenancy import run_in_tx
 from tests.support.usage import insert_hourly
@@ -20,8 +21,9 @@ EXPECTED_LINES = [("base", None, 2500), ("usage", "production", 130), ("usage", 
 EXPECTED_TOTAL_CENTS = 2500 + 130 + 192
 
 
-def seed_month(url: str, org: NewOrganisation) -> None:
-    """March 2025 of a Pro organisation's production and staging, and rows just outside it."""
+def seed_month(url: str, org: NewOrganisation, *, rollup: bool = True) -> None:
+    """March 2025 of a Pro organisation's production and staging, rows just outside it, and
+    (unless told not to) the project's monthly rollup row, as the Spark job would write it."""
     production = org.project.environment("production").id
     staging = org.project.environment("staging").id
     insert_hourly(
@@ -59,6 +61,30 @@ def seed_month(url: str, org: NewOrganisation) -> None:
     )
     insert_hourly(url, production, datetime(2025, 2, 28, 23, tzinfo=UTC), messages_in=99_000_000)
     insert_hourly(url, production, datetime(2025, 4, 1, 0, tzinfo=UTC), messages_in=99_000_000)
+    if rollup:
+        seed_rollup(url, org.project.id)
+
+
+def seed_rollup(url: str, project_id: str) -> None:
+    """The project's ``usage_monthly`` row of March 2025 (the job's sums, no estimate), written now."""
+    with connect(url) as conn:
+        conn.execute(ROLLUP_ROW, {"project_id": project_id, "month": MONTH})
+
+
+ROLLUP_ROW = """
+INSERT INTO usage_monthly (project_id, month, organisation_id, tier, messages_in, messages_out, bytes_in,
+                           bytes_out, publish_requests, consume_requests, admin_requests, storage_byte_hours,
+                           messages_in_millions, messages_out_millions, gb_in, gb_out, storage_gb_months,
+                           requests, estimated_amount_cents)
+SELECT e.project_id, %(month)s, e.organisation_id, 'pro', sum(messages_in), sum(messages_out), sum(bytes_in),
+       sum(bytes_out), sum(publish_requests), sum(consume_requests), sum(admin_requests),
+       coalesce(sum(storage_bytes_sum::float8 / nullif(storage_samples, 0)), 0), 0, 0, 0, 0, 0,
+       sum(publish_requests + consume_requests + admin_requests), 0
+FROM usage_hourly u JOIN environments e ON e.id = u.environment_id
+WHERE e.project_id = %(project_id)s AND u.hour >= %(month)s AND u.hour < %(month)s::date + interval '1 month'
+GROUP BY e.project_id, e.organisation_id
+ON CONFLICT (project_id, month) DO UPDATE SET computed_at = now()
+"""
 
 
 def issue(url: str, org: NewOrganisation, at: datetime = ISSUED_AT) -> invoicing.IssueReport:

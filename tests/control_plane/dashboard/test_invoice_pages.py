@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from tenants import service as tenants
 from tenants.models import NewOrganisation
 from tests.control_plane.dashboard.pages import Browser, add_member, env_url, text_of
-from tests.support.invoices import EXPECTED_TOTAL_CENTS, issue, seed_month
+from tests.support.invoices import EXPECTED_TOTAL_CENTS, issue, seed_month, seed_rollup
 from tests.support.services import Services
 from tests.support.tenancy import new_organisation, run_in_tx
 from tests.support.usage import insert_hourly
@@ -74,6 +74,7 @@ def test_a_project_name_is_never_a_spreadsheet_formula_in_the_csv(
     )
     env = project.environment("production").id
     insert_hourly(services.database_url, env, datetime(2025, 3, 2, tzinfo=UTC), messages_in=1)
+    seed_rollup(services.database_url, project.id)
     number = issued(services, org)
 
     rows = list(csv.DictReader(io.StringIO(owner.get(invoices(org, number, "csv")).text)))
