@@ -124,8 +124,10 @@ def test_two_runs_at_once_issue_one_invoice_and_waste_no_number(
         )
         with ThreadPoolExecutor(2) as pool:
             runs = [pool.submit(issue, url, org) for _ in range(2)]
-            wait_until_blocked(url, 2)
-            holder.commit()
+            try:
+                wait_until_blocked(url, 2)
+            finally:
+                holder.commit()
             reports = [run.result(timeout=60) for run in runs]
 
     assert sorted(len(r.issued) for r in reports) == [0, 1]
@@ -138,7 +140,7 @@ def test_two_runs_at_once_issue_one_invoice_and_waste_no_number(
 def wait_until_blocked(url: str, count: int) -> None:
     """Until ``count`` sessions wait for a lock (the runs reached the counter row)."""
     deadline = time.monotonic() + 30
-    with connect(url) as conn:
+    with connect(url, autocommit=True) as conn:  # a transaction would see one stats snapshot
         while time.monotonic() < deadline:
             row = conn.execute(
                 "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
