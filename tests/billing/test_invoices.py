@@ -4,6 +4,7 @@ served by ``GET /v1/invoices`` to the organisation's admin keys and nobody else.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -313,3 +314,22 @@ def test_the_scheduled_run_waits_until_the_previous_month_may_be_invoiced() -> N
 
     early = issue_invoices.run(now=datetime(2025, 4, 1, 1, tzinfo=UTC).isoformat())
     assert early == {"month": "2025-03", "skipped": "the month may not be invoiced yet"}
+
+
+def test_the_command_issues_a_month_once_and_refuses_a_bad_month(
+    services: Services, capsys: pytest.CaptureFixture[str]
+) -> None:
+    org = new_organisation(services.database_url, tier="pro")
+    seed_month(services.database_url, org)
+    args = ["billing", "issue-invoices", "--month", "2025-03", "--org", org.organisation.id]
+
+    assert main(args) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert main(args) == 0
+    second = json.loads(capsys.readouterr().out)
+
+    (number,) = first["issued"]
+    assert (second["issued"], second["existing"]) == ([], [number])
+    assert get_invoice(services.database_url, number).total_cents == EXPECTED_TOTAL_CENTS
+    assert main(["billing", "issue-invoices", "--month", "2025-13"]) == 1
+    assert "VALIDATION_ERROR: month must be YYYY-MM" in capsys.readouterr().err
