@@ -93,6 +93,8 @@ def statuses_for(path: str, method: str, operation: Operation) -> list[int]:
             statuses |= {403, 422, 429}
     if "/partitions/" in path:
         statuses.add(416)
+    if path == "/readyz":  # draining, or PostgreSQL unreachable
+        statuses.add(503)
     return sorted(statuses)
 
 

@@ -12,6 +12,7 @@ from litestar import Litestar
 from litestar.di import Provide
 
 from billing.meter import MeterFlusher, UsageMeter
+from control_plane.series import STATE_KEY, ProducerSeries
 from core import settings
 from core.db import AsyncPool, async_pool
 from core.object_store import ObjectStore
@@ -72,6 +73,8 @@ class Runtime:
         )
         self._resources, self._data_plane = resources, data_plane
         app.state.data_plane = data_plane  # for the SIGTERM drain (control_plane.shutdown)
+        producers = ProducerSeries.start_if_on(settings.greptime())  # None when switched off
+        app.state[STATE_KEY] = producers.activity if producers else None
         try:
             await data_plane.start()
             try:
@@ -79,6 +82,8 @@ class Runtime:
             finally:
                 await data_plane.close()
         finally:
+            if producers is not None:
+                await producers.stop()
             await resources.close()
 
     def resources(self) -> Resources:

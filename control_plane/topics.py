@@ -17,6 +17,7 @@ from litestar.params import Body, FromPath
 
 from control_plane.auth import auth_context
 from control_plane.disconnect import unless_disconnected
+from control_plane.series import note_published
 from core.worker import send_task
 from data_plane.groups import service as groups
 from data_plane.runtime import DataPlane
@@ -199,6 +200,7 @@ class PublishController(Controller):
             request,
             data_plane.publisher.publish(ctx.organisation_id, ctx.environment_id, topic, [data]),
         )
+        note_published(request, ctx, topic, [stored])
         return PublishResult(
             message_id=stored.message_id,
             offset=stored.offset,
@@ -232,6 +234,7 @@ class PublishController(Controller):
                 ctx.organisation_id, ctx.environment_id, topic, data.messages, batch=True
             ),
         )
+        note_published(request, ctx, topic, stored)
         return BatchPublishResult(
             count=len(stored),
             latency=_elapsed_ms(started),

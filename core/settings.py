@@ -531,6 +531,7 @@ class GreptimeSettings:
     database: str = "public"
     queue_rows: int = 10_000
     batch_rows: int = 500
+    snapshot_s: int = 60  # how often an API process sends its producer rows
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> GreptimeSettings:
@@ -543,6 +544,7 @@ class GreptimeSettings:
             database=_env("GREPTIMEDB_DATABASE", "public", env) or "public",
             queue_rows=_int("GREPTIMEDB_QUEUE_ROWS", 10_000, 1, 1_000_000, env),
             batch_rows=_int("GREPTIMEDB_BATCH_ROWS", 500, 1, 100_000, env),
+            snapshot_s=_int("GREPTIMEDB_SNAPSHOT_S", 60, 1, 3600, env),
         )
 
 

@@ -23,6 +23,29 @@ from core.db import Conn
 
 Result = TypeVar("Result")
 CONNECT_TIMEOUT_S = 5
+BROKER_TIMEOUT_S = 5
+
+
+def broker_options() -> dict[str, Any]:
+    """Celery settings that bound every wait on Redis (broker and results) and the publish retries.
+
+    Without socket timeouts a frozen Redis (not a dead one: a dead one refuses at once) holds a
+    task send, and the thread that makes it, for ever.
+    """
+    timeouts = {"socket_timeout": BROKER_TIMEOUT_S, "socket_connect_timeout": BROKER_TIMEOUT_S}
+    return {
+        "broker_transport_options": timeouts,
+        "broker_connection_timeout": BROKER_TIMEOUT_S,
+        "redis_socket_timeout": BROKER_TIMEOUT_S,
+        "redis_socket_connect_timeout": BROKER_TIMEOUT_S,
+        "result_backend_transport_options": {"retry_policy": {"max_retries": 2}},
+        "task_publish_retry_policy": {
+            "max_retries": 2,
+            "interval_start": 0,
+            "interval_step": 0.5,
+            "interval_max": 1,
+        },
+    }
 
 
 @contextlib.asynccontextmanager
@@ -47,9 +70,15 @@ def run_connected(work: Callable[[Conn], Awaitable[Result]]) -> Result:
 
 @functools.cache
 def producer() -> Celery:
-    """A Celery app that only sends tasks by name, for processes that run no worker (the API)."""
+    """A Celery app that only sends tasks by name, for processes that run no worker (the API).
+
+    It has no result backend: nothing here waits for a result, and a backend would subscribe to
+    each task's result channel on send (one more wait on Redis).
+    """
     url = settings.redis().url
-    return Celery("queuecore", broker=url, backend=url, set_as_current=False)
+    app = Celery("queuecore", broker=url, set_as_current=False)
+    app.conf.update(broker_options())
+    return app
 
 
 def send_task(name: str, **options: Any) -> None:

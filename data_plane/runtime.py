@@ -17,11 +17,13 @@ from core.object_store import ObjectStore
 from core.settings import WriterSettings
 from data_plane import delivery
 from data_plane.delivery import GroupRef, GroupRefCache, Pulled
+from data_plane.groups.pulse import Pulse
 from data_plane.groups.service import GroupTopicNotFound, MemberNotFound
 from data_plane.read import reader as read_path
 from data_plane.read.cache import BlockCache
 from data_plane.read.notify import PublishListener
 from data_plane.read.reader import ReadResult, SegmentReader, TopicRef
+from data_plane.topics.traffic import TrafficCounter, TrafficFlusher
 from data_plane.write.publish import PublishService, UsageSink
 from data_plane.write.segment import Message
 from data_plane.write.writer import SegmentWriter
@@ -63,17 +65,25 @@ class DataPlane:
         self.listener = PublishListener(database_url)
         self.publisher = PublishService(db, self.writer, usage)
         self.group_refs = GroupRefCache()
+        self.pulse = Pulse(db)  # a stall in it spares silent members (groups.pulse)
+        self.traffic = TrafficCounter()  # per-topic rates for the dashboard (topics.traffic)
+        self.writer.subscribe(self.traffic.committed)
+        self.traffic_flusher = TrafficFlusher(self.traffic, db.connection, settings.meter().flush_s)
         self.draining = False  # set on SIGTERM: open streams end with a reconnect hint
 
     async def start(self) -> None:
-        """Start the writer's flush loop and the LISTEN connection."""
+        """Start the writer's flush loop, the LISTEN connection, the pulse and the traffic flusher."""
         await self.writer.start()
         self.listener.start()
+        self.pulse.start()
+        self.traffic_flusher.start()
 
     async def close(self) -> None:
-        """Flush and stop the writer, then stop listening."""
+        """Flush and stop the writer, stop listening and beating, write the last traffic counts."""
         await self.writer.close()
         await self.listener.stop()
+        await self.pulse.stop()
+        await self.traffic_flusher.stop()
 
     def delivered(self, environment_id: str, messages: list[Message]) -> None:
         """Count messages sent to a caller (egress) in its environment's usage."""
@@ -113,6 +123,7 @@ class DataPlane:
                     raise
                 pulled = await delivery.pull(conn, self.reader, fresh, member_id, limit)
         self.delivered(environment_id, [item.message for item in pulled.deliveries])
+        self.traffic.consumed(pulled.ref.topic_id, len(pulled.deliveries))
         return pulled
 
     async def browse(

@@ -8,6 +8,7 @@ from typing import Any
 from celery import Celery, signals
 
 from core import settings
+from core.worker import broker_options
 
 TASK_MODULES = [
     "observability.tasks",
@@ -35,6 +36,8 @@ SAMPLE_STORAGE_S = 300.0
 RUN_USAGE_AGGREGATION_S = 3_600.0
 # Segment compaction merges blocks older than its minimum age (10 min): every half hour is enough.
 RUN_COMPACTION_S = 1_800.0
+# The GreptimeDB consumer and usage series (observability.snapshot_series; a no-op when off).
+SNAPSHOT_SERIES_S = 60.0
 # Invoicing checks hourly whether the previous month may be invoiced (billing.invoicing): a run
 # after its invoices are issued finds them and changes nothing.
 ISSUE_INVOICES_S = 3_600.0
@@ -53,6 +56,7 @@ def create_celery() -> Celery:
         worker_prefetch_multiplier=1,
         result_expires=3600,
         broker_connection_retry_on_startup=True,
+        **broker_options(),
         worker_hijack_root_logger=False,
         timezone="UTC",
         beat_schedule={
@@ -88,6 +92,9 @@ def create_celery() -> Celery:
             ),
             "run-compaction": _scheduled(
                 "spark_pipelines.run_compaction", RUN_COMPACTION_S, expires=RUN_COMPACTION_S
+            ),
+            "snapshot-series": _scheduled(
+                "observability.snapshot_series", SNAPSHOT_SERIES_S, expires=SNAPSHOT_SERIES_S
             ),
             "issue-invoices": _scheduled(
                 "billing.issue_invoices", ISSUE_INVOICES_S, expires=ISSUE_INVOICES_S
@@ -140,7 +147,8 @@ def _start_telemetry(**_: Any) -> None:
 
 @signals.worker_process_shutdown.connect
 def _stop_telemetry(**_: Any) -> None:
-    """Flush what the pool process buffered before it exits."""
-    from observability import telemetry
+    """Flush what the pool process buffered before it exits (telemetry, GreptimeDB rows)."""
+    from observability import series, telemetry
 
     telemetry.shutdown()
+    series.close_writer()

@@ -35,11 +35,12 @@ _DROP_LOG_INTERVAL_S = 5.0
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One row of a series table: tags (strings), fields (numbers) and a timestamp in ms."""
+    """One row of a series table: tags (strings), fields (numbers, None when unknown) and a
+    timestamp in ms."""
 
     table: str
     tags: Mapping[str, str]
-    fields: Mapping[str, float | int]
+    fields: Mapping[str, float | int | None]
     ts_ms: int
 
 
@@ -118,21 +119,33 @@ def ingester_sender(settings: GreptimeSettings) -> Sender:
     client = Client([settings.grpc_address], database=settings.database)
 
     def send(table: str, rows: Sequence[Row]) -> None:
-        first = rows[0]
-        columns = [Column(name, ColumnDataType.STRING, SemanticType.TAG) for name in first.tags]
-        columns += [
-            Column(name, ColumnDataType.FLOAT64, SemanticType.FIELD) for name in first.fields
-        ]
+        tags, fields = _column_names(rows)
+        columns = [Column(name, ColumnDataType.STRING, SemanticType.TAG) for name in tags]
+        columns += [Column(name, ColumnDataType.FLOAT64, SemanticType.FIELD) for name in fields]
         columns.append(Column("ts", ColumnDataType.TIMESTAMP_MILLISECOND, SemanticType.TIMESTAMP))
         values = [
-            [*(row.tags.get(n, "") for n in first.tags)]
-            + [float(row.fields.get(n, 0)) for n in first.fields]
+            [row.tags.get(name, "") for name in tags]
+            + [_float(row.fields.get(name)) for name in fields]
             + [row.ts_ms]
             for row in rows
         ]
         client.insert(table, columns=columns, rows=values)
 
     return send
+
+
+def _column_names(rows: Sequence[Row]) -> tuple[list[str], list[str]]:
+    """Tag and field names of a batch, in first-seen order (rows of a table may differ)."""
+    tags: dict[str, None] = {}
+    fields: dict[str, None] = {}
+    for row in rows:
+        tags.update(dict.fromkeys(row.tags))
+        fields.update(dict.fromkeys(row.fields))
+    return list(tags), list(fields)
+
+
+def _float(value: float | int | None) -> float | None:
+    return None if value is None else float(value)
 
 
 _writer: SeriesWriter | None = None
@@ -152,3 +165,12 @@ def writer(settings: GreptimeSettings) -> SeriesWriter | None:
                 batch_rows=settings.batch_rows,
             )
         return _writer
+
+
+def close_writer(timeout_s: float = 2.0) -> None:
+    """Stop this process's writer after a last bounded drain (at shutdown); no-op when off."""
+    global _writer
+    with _writer_lock:
+        current, _writer = _writer, None
+    if current is not None:
+        current.close(timeout_s)

@@ -28,9 +28,11 @@ from core import settings
 from core.errors import ServerError, ValidationFailed
 from core.settings import SparkSettings
 from core.worker import task_connection
-from data_plane.groups import lag_queries
+from data_plane.groups import lag, lag_queries, series_queries
 from data_plane.maintenance import compaction_queries
+from observability import series
 from observability.logging import get_logger
+from observability.series_rows import lag_rows
 from spark_pipelines.cli import current_month, default_window, month, timestamp
 from spark_pipelines.submit import job_command
 
@@ -63,9 +65,34 @@ def run_lag_analytics(since: str | None = None, until: str | None = None) -> dic
         return {**window, "skipped": "pyspark is not installed"}
     if not asyncio.run(_has_snapshots(start, end)):
         return {**window, "skipped": "no snapshots in the window"}
-    return submit(
+    report = submit(
         "spark_pipelines.lag_analytics", ["--since", window["since"], "--until", window["until"]]
     )
+    try:
+        return {**report, **send_lag_series(start, end)}
+    except Exception as error:  # the series is optional: the job's output is stored already
+        log.warning("lag_series_not_sent", error=type(error).__name__)
+        return report
+
+
+def send_lag_series(since: datetime, until: datetime) -> dict[str, int]:
+    """Hand the window's lag series (the job's output) to GreptimeDB; {} when switched off."""
+    writer = series.writer(settings.greptime())
+    if writer is None:
+        return {}
+    params = {
+        "bucket_s": lag.BUCKET_S,
+        "since": since,
+        "until": until,
+        "limit": settings.greptime().queue_rows,
+    }
+    records = asyncio.run(_lag_series(params))
+    return {"seriesRowsQueued": sum(writer.offer(row) for row in lag_rows(records))}
+
+
+async def _lag_series(params: dict[str, Any]) -> list[dict[str, Any]]:
+    async with task_connection() as conn:
+        return await (await conn.execute(series_queries.LAG_SERIES, params)).fetchall()
 
 
 async def _has_snapshots(since: datetime, until: datetime) -> bool:

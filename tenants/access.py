@@ -26,6 +26,7 @@ ACTIONS: dict[str, tuple[frozenset[str], str]] = {
     "replay_dead_letters": (WRITERS, "replay dead letters"),
     "manage_alerts": (WRITERS, "change the alert endpoint"),
     "view_usage": (MANAGERS, "see the environment's usage"),
+    "send_test_messages": (WRITERS, "send test messages"),
 }
 
 

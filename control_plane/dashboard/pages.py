@@ -48,6 +48,7 @@ NOTICES = {
     "replayed": "Replayed {count} dead-lettered message(s) to the group's consumers.",
     "alert-saved": "The alert endpoint was saved.",
     "alert-deleted": "The alert endpoint was removed: no DLQ alerts are sent until you set one.",
+    "message-sent": "The test message was stored at offset {count} of this partition.",
 }
 
 

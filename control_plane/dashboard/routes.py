@@ -13,6 +13,7 @@ from control_plane.dashboard.errors import PAGE_EXCEPTION_HANDLERS
 from control_plane.dashboard.home import HomePages, root
 from control_plane.dashboard.invoices import InvoicePages
 from control_plane.dashboard.keys import KeyPages
+from control_plane.dashboard.message_pages import MessagePages
 from control_plane.dashboard.pages import PREFIX, STATIC
 from control_plane.dashboard.topics import TopicPages
 from control_plane.dashboard.usage import UsagePages
@@ -30,6 +31,7 @@ def dashboard_route_handlers() -> list[ControllerRouterHandler]:
             DeadLetterPages,
             AlertPages,
             UsagePages,
+            MessagePages,
             InvoicePages,
         ],
         exception_handlers=PAGE_EXCEPTION_HANDLERS,

@@ -10,6 +10,7 @@ from litestar.params import FromPath
 from control_plane.dashboard.charts import lag_chart
 from control_plane.dashboard.pages import env_path, field, form_fields, page, redirect
 from control_plane.dashboard.scope import environment
+from control_plane.dashboard.topic_page import render_topic
 from control_plane.errors import status_for
 from control_plane.groups import group_view
 from control_plane.sessions import require_csrf, require_session
@@ -76,10 +77,9 @@ class TopicPages(Controller):
     async def describe_topic(
         self, request: Request[Any, Any, Any], env_id: FromPath[str], topic: FromPath[str]
     ) -> Response[Any]:
-        """A topic's partitions (offsets, depth) and its consumer groups (lag, dead letters)."""
-        async with environment(request, env_id) as (conn, access):
-            detail = await overview.topic_detail(conn, env_id, topic)
-        return page(request, "topic.html", access=access, section="topics", detail=detail)
+        """A topic's partitions (offsets, depth), consumer groups (lag, dead letters), traffic
+        rates and the test message form."""
+        return await render_topic(request, env_id, topic)
 
     @get("/{topic:str}/groups/{group:str}")
     async def describe_group(

@@ -48,13 +48,14 @@ DELETE FROM consumer_groups WHERE topic_id = %(topic_id)s AND name = %(name)s RE
 """
 
 # The silent members, locked (a heartbeat committed meanwhile takes its member out of the set).
-# Silence counts from the member's last heartbeat or PostgreSQL's start, whichever is later: a
-# member could not heartbeat while the database was down, so a restart gives everyone a session
+# Silence counts from the member's last heartbeat or the end of the last stall, whichever is
+# later (qc_silence_origin: PostgreSQL's start, or the end of a gap in the API's pulse): nobody
+# could heartbeat while the database was down or frozen, so a stall gives everyone a session
 # instead of evicting every consumer at once (docs/faults.md).
 LOCK_SILENT_MEMBERS = """
 SELECT id FROM group_members
 WHERE group_id = %(group_id)s
-  AND greatest(last_heartbeat_at, pg_postmaster_start_time()) < now() - make_interval(secs => session_timeout_ms / 1000.0)
+  AND greatest(last_heartbeat_at, qc_silence_origin(%(gap_s)s)) < now() - make_interval(secs => session_timeout_ms / 1000.0)
 ORDER BY id FOR UPDATE
 """
 
@@ -79,7 +80,7 @@ JOIN topics t ON t.id = g.topic_id AND t.status = 'active'
 WHERE (%(topic_id)s::text IS NULL OR g.topic_id = %(topic_id)s::text)
   AND (EXISTS (SELECT 1 FROM group_members m
                WHERE m.group_id = g.id
-                 AND greatest(m.last_heartbeat_at, pg_postmaster_start_time())
+                 AND greatest(m.last_heartbeat_at, qc_silence_origin(%(gap_s)s))
                      < now() - make_interval(secs => m.session_timeout_ms / 1000.0))
        OR (SELECT count(*) FROM group_partitions gp WHERE gp.group_id = g.id) < t.partitions)
 ORDER BY g.id
@@ -106,6 +107,14 @@ VALUES (%(id)s, %(group_id)s, %(client_id)s, %(session_timeout_ms)s, %(generatio
 
 TOUCH_MEMBER = """
 UPDATE group_members SET last_heartbeat_at = now() WHERE id = %(id)s AND group_id = %(group_id)s RETURNING generation
+"""
+
+# As TOUCH_MEMBER, for a member not yet silent past its session (by LOCK_SILENT_MEMBERS' rule).
+TOUCH_LIVE_MEMBER = """
+UPDATE group_members SET last_heartbeat_at = now()
+WHERE id = %(id)s AND group_id = %(group_id)s
+  AND greatest(last_heartbeat_at, qc_silence_origin(%(gap_s)s)) >= now() - make_interval(secs => session_timeout_ms / 1000.0)
+RETURNING generation
 """
 
 SYNC_MEMBER_GENERATION = """

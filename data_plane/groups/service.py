@@ -22,6 +22,7 @@ from core.errors import ClientError, Conflict, NotFound, ValidationFailed
 from data_plane.deadletters import queries as dlq_queries
 from data_plane.groups import queries as q
 from data_plane.groups.assignment import assign
+from data_plane.groups.pulse import PULSE_GAP_S
 from observability.logging import get_logger
 from tenants.ids import new_id
 
@@ -229,7 +230,7 @@ async def _rebalanced(
 
 async def _evict_silent(conn: Conn, group_id: str) -> list[str]:
     """Remove the members silent past their session timeout and end their leases; their ids."""
-    params: dict[str, Any] = {"group_id": group_id}
+    params: dict[str, Any] = {"group_id": group_id, "gap_s": PULSE_GAP_S}
     silent = [r["id"] for r in await (await conn.execute(q.LOCK_SILENT_MEMBERS, params)).fetchall()]
     if silent:
         await _remove(conn, group_id, silent)
@@ -347,10 +348,12 @@ async def heartbeat(
     """Keep a member alive; tells it to rejoin when the generation moved on."""
     topic_row = await topic_of(conn, environment_id, topic)
     group_row = await _locked_group(conn, environment_id, topic_row["id"], group, create=False)
+    # The member row before the partitions, as a pull takes them: a rebalance locks every
+    # partition of the group, and touching the member after it deadlocked with its own pull.
+    # Only a member still within its session is touched; a silent one is evicted just below.
+    params = {"id": member_id, "group_id": group_row["id"], "gap_s": PULSE_GAP_S}
+    row = await (await conn.execute(q.TOUCH_LIVE_MEMBER, params)).fetchone()
     generation = await _rebalance(conn, group_row, topic_row, force=False)
-    row = await (
-        await conn.execute(q.TOUCH_MEMBER, {"id": member_id, "group_id": group_row["id"]})
-    ).fetchone()
     if row is None:
         raise MemberNotFound(member_id)
     return HeartbeatResult(generation, int(row["generation"]) != generation)
@@ -409,7 +412,8 @@ async def sweep_groups(conn: Conn, topic_id: str | None = None) -> SweepReport:
     """
     if not conn.autocommit:
         raise ValueError("the sweep commits group by group: pass an autocommit connection")
-    rows = await (await conn.execute(q.GROUPS_TO_SWEEP, {"topic_id": topic_id})).fetchall()
+    params = {"topic_id": topic_id, "gap_s": PULSE_GAP_S}
+    rows = await (await conn.execute(q.GROUPS_TO_SWEEP, params)).fetchall()
     evicted = grown = 0
     for row in rows:
         try:

@@ -49,6 +49,12 @@ def test_v1_routes_document_auth_scope_rate_limit_and_outage(document: dict[str,
     assert "401" in document["paths"]["/auth/login"]["post"]["responses"]
 
 
+def test_readiness_documents_its_503_and_liveness_does_not(document: dict[str, Any]) -> None:
+    """A balancer's probe reads 503 from /readyz while draining or without PostgreSQL."""
+    assert "503" in document["paths"]["/readyz"]["get"]["responses"]
+    assert "503" not in document["paths"]["/healthz"]["get"]["responses"]
+
+
 def test_request_schemas_carry_the_enforced_limits(document: dict[str, Any]) -> None:
     schemas = document["components"]["schemas"]
     for name in ("CreateTopicRequest", "PublishRequest", "JoinRequest", "SeekRequest"):

@@ -32,7 +32,7 @@ def test_rows_arrive_grouped_by_table_in_batches() -> None:
     done = threading.Event()
 
     def send(table: str, rows: Sequence[Row]) -> None:
-        got.append((table, [int(r.fields["offset"]) for r in rows]))
+        got.append((table, [int(r.fields["offset"] or 0) for r in rows]))
         if sum(len(o) for _, o in got) == 5:
             done.set()
 

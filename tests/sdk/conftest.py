@@ -6,11 +6,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from queuecore import Consumer, QueueCore
 
 from tenants.models import NewOrganisation
+from tests.support.processes import stop
+from tests.support.restartable import Server
 from tests.support.services import Services
 from tests.support.tenancy import new_organisation
 
@@ -48,3 +51,11 @@ def stopped_after(consumer: Consumer, timeout_s: float = 20) -> Iterator[Consume
             yield consumer
     finally:
         watchdog.cancel()
+
+
+@pytest.fixture
+def server(services: Services, tmp_path: Path) -> Iterator[Server]:
+    """A restartable API process of the test's own."""
+    running = Server(services, tmp_path / "serve.log")
+    yield running
+    stop(running.process)

@@ -15,16 +15,15 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from infra.embedded import free_port_block
 from tenants.models import NewOrganisation
-from tests.support.processes import http_status, queuecore, stop, wait_for
+from tests.support.restartable import Server
 from tests.support.services import Services, unavailable
 from tests.support.tenancy import new_organisation
 
@@ -104,39 +103,6 @@ def test_node_suite_passes_against_the_real_stack(
 
 
 # --- kill and restart --------------------------------------------------------------------------
-
-
-class Server:
-    """A ``queuecore serve`` process that can be killed and started again on its port."""
-
-    def __init__(self, services: Services, log: Path) -> None:
-        self.port, self.log, self.services = free_port_block(), log, services
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.start()
-
-    def start(self) -> None:
-        """Start the process and wait until it is ready."""
-        env = {**self.services.env(), "QUEUECORE_HTTP_PORT": str(self.port)}
-        self.process = queuecore(["serve", "--workers", "1"], env, self.log)
-        wait_for(
-            lambda: http_status(f"{self.url}/readyz") == 200,
-            60,
-            "api ready",
-            self.process,
-            self.log,
-        )
-
-    def kill(self) -> None:
-        """SIGKILL: no graceful shutdown, open streams just break."""
-        stop(self.process, signal.SIGKILL)
-
-
-@pytest.fixture
-def server(services: Services, tmp_path: Path) -> Iterator[Server]:
-    """A restartable API process of its own."""
-    running = Server(services, tmp_path / "serve.log")
-    yield running
-    stop(running.process)
 
 
 class NodeConsumer:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from infra.embedded import free_port_block
+from infra.embedded import ServiceError, free_port_block, wait_until
 
 
 def queuecore(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -50,21 +51,15 @@ def wait_for(
     proc: subprocess.Popen[bytes] | None = None,
     log: Path | None = None,
 ) -> None:
-    """Poll ``check`` until true, failing early with the log when ``proc`` exits."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"{what}: process exited with {proc.returncode}\n{_tail(log)}")
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not true after {timeout_s}s\n{_tail(log)}")
+    """Poll ``check`` until true, failing the test early with the log when ``proc`` exits."""
+    try:
+        wait_until(check, timeout_s, what, proc, log)
+    except ServiceError as exc:
+        raise AssertionError(str(exc)) from None
 
 
-def _tail(log: Path | None) -> str:
-    if log is None or not log.exists():
-        return ""
-    return "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+def _ready(url: str) -> bool:
+    return http_status(f"{url}/readyz") == 200
 
 
 def descendants(pid: int) -> list[psutil.Process]:
@@ -135,7 +130,7 @@ def replicas(
             started.append(Replica(f"http://127.0.0.1:{port}", log, process))
         for index, replica in enumerate(started):
             wait_for(
-                lambda url=replica.url: http_status(f"{url}/readyz") == 200,
+                functools.partial(_ready, replica.url),
                 60,
                 f"replica {index} ready",
                 replica.process,

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import re
 import secrets
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -183,6 +185,90 @@ def test_sign_up_key_topic_publish_lag_dead_letter_and_replay_in_a_browser(
 
     page.locator("form[action$='/logout'] button").click()
     expect(page.get_by_role("status")).to_have_text("You are signed out.")
+
+
+@pytest.fixture
+def page_without_javascript(chromium: Browser) -> Iterator[Page]:
+    """Like ``page``, with JavaScript turned off: every console page is plain links and forms."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    context = chromium.new_context(java_script_enabled=False)
+    context.set_default_timeout(TIMEOUT_MS)
+    context.set_default_navigation_timeout(2 * TIMEOUT_MS)
+    yield context.new_page()
+    context.close()
+
+
+def reload_until(page: Page, test_id: str, text: str, timeout_s: float = 60) -> None:
+    """Reload until an element shows ``text`` (traffic counts reach the page within seconds)."""
+    deadline = time.monotonic() + timeout_s
+    while page.get_by_test_id(test_id).inner_text() != text:
+        assert time.monotonic() < deadline, f"{test_id} never showed {text}"
+        time.sleep(1)
+        page.reload()
+
+
+def test_console_rates_message_browser_and_test_message_with_javascript_off(
+    api: str, page_without_javascript: Page
+) -> None:
+    from playwright.sync_api import expect
+
+    page = page_without_javascript
+    topic, email = "console.browser", f"console-{secrets.token_hex(5)}@example.com"
+    sign_up(page, api, email)
+    key = create_key(page)
+    create_topic(page, topic)
+    rest = Rest(api, key, topic)
+    rest.call("PUT", "/groups/billing", {"startFrom": "earliest"})
+    early = [rest.call("POST", "/messages", {"data": {"order": n}}) for n in range(25)]
+    time.sleep(1.2)
+    between = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    time.sleep(1.2)
+    member = rest.call("POST", "/groups/billing/members", {"clientId": "console"})["memberId"]
+    pulled = rest.call("POST", f"/groups/billing/members/{member}/pull", {"maxMessages": 10})
+    assert len(pulled["messages"]) == 10
+
+    # a test message from the topic page, shown where it was stored
+    page.reload()
+    page.get_by_label("Data").fill('{"hello": "browser"}')
+    page.get_by_label("Key (optional)").fill("user-1")
+    page.get_by_label("Headers (optional)").fill("source=console\ntrace=abc")
+    page.get_by_role("button", name="Send").click()
+    expect(page.get_by_role("status")).to_contain_text("stored at offset 25 of this partition")
+    row = page.locator('tr[data-offset="25"]')
+    expect(row).to_contain_text('{"hello":"browser"}')
+    expect(row).to_contain_text("user-1")
+    expect(row).to_contain_text("source=console")
+
+    # by offset, page by page, with links
+    page.get_by_role("link", name="Earliest").click()
+    expect(page.locator("tr[data-offset]")).to_have_count(20)
+    expect(page.locator("tr[data-offset]").first).to_contain_text('{"order":0}')
+    page.get_by_role("link", name="Next page").click()
+    expect(page.locator("tr[data-offset]")).to_have_count(6)
+    expect(page.locator("tr[data-offset]").first).to_contain_text('{"order":20}')
+    page.get_by_role("link", name="Previous page").click()
+    expect(page.locator("tr[data-offset]")).to_have_count(20)
+    page.get_by_label("From offset").fill("24")
+    page.get_by_role("button", name="Show").first.click()
+    expect(page.locator("tr[data-offset]")).to_have_count(2)
+
+    # by time: the test message is the only one published after the pause
+    page.get_by_label("From time (UTC)").fill(between)
+    page.get_by_role("button", name="Show").last.click()
+    expect(page.get_by_test_id("seek-result")).to_contain_text("is at offset 25")
+    expect(page.locator("tr[data-offset]")).to_have_count(1)
+    assert early[-1]["offset"] == 24
+
+    # traffic: 26 published (25 over the API, one from the form), 10 consumed
+    page.get_by_role("link", name=topic).click()
+    reload_until(page, "traffic-published", "26")
+    expect(page.get_by_test_id("traffic-consumed")).to_have_text("10")
+    page.get_by_text("Traffic as a table").click()
+    expect(page.get_by_test_id("traffic-table")).to_be_visible()
+    page.get_by_role("link", name="last day").click()
+    expect(page.get_by_test_id("traffic-published")).to_have_text("26")
 
 
 def invoiced_organisation(database_url: str) -> tuple[NewOrganisation, str]:

@@ -1,0 +1,50 @@
+"""The topic page: partitions, groups, traffic rates (``?window=hour|day``), the test message form."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, Response
+
+from control_plane.dashboard.pages import page
+from control_plane.dashboard.scope import environment
+from control_plane.dashboard.traffic_chart import format_rate, traffic_chart
+from data_plane.topics import overview
+from data_plane.topics.traffic import WINDOWS, TrafficWindow, topic_traffic
+
+SEND_FORM_DEFAULTS = {"data": '{"hello": "world"}', "key": "", "headers": ""}
+
+
+def window_of(request: Request[Any, Any, Any]) -> TrafficWindow:
+    """The traffic window a page asks for (``?window=day``); the last hour otherwise."""
+    return WINDOWS.get(request.query_params.get("window", ""), WINDOWS["hour"])
+
+
+async def render_topic(
+    request: Request[Any, Any, Any],
+    env_id: str,
+    topic: str,
+    *,
+    status: int = 200,
+    error: str | None = None,
+    form: dict[str, str] | None = None,
+) -> Response[Any]:
+    """The topic page, with the test message form holding what was entered."""
+    window = window_of(request)
+    async with environment(request, env_id) as (conn, access):
+        detail = await overview.topic_detail(conn, env_id, topic)
+        traffic = await topic_traffic(conn, detail.topic.id, window)
+    return page(
+        request,
+        "topic.html",
+        status=status,
+        access=access,
+        section="topics",
+        error=error,
+        detail=detail,
+        traffic=traffic,
+        traffic_chart=traffic_chart(traffic),
+        windows=WINDOWS.values(),
+        rate=format_rate,
+        send_form=form or SEND_FORM_DEFAULTS,
+    )

@@ -1,0 +1,258 @@
+"""Per-topic traffic: messages committed and delivered per UTC minute, for the rate charts.
+
+Each process counts in memory, keyed by (topic, minute): the segment writer's after-commit hook
+adds each committed block's message count (one dict update per block, never per message), and
+every consumer-group pull adds what it leased (one per pull). :class:`TrafficFlusher` adds the
+counts to ``topic_traffic`` in one upsert every few seconds (the usage meter's interval) and at
+shutdown, then deletes rows older than :data:`KEEP_S`. A flush that fails puts its counts back.
+A process killed without its shutdown flush loses at most one interval of counts, as the usage
+meter does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple, Protocol
+
+from core.db import Conn
+from observability.logging import get_logger
+
+log = get_logger("queuecore.traffic")
+
+MINUTE_S = 60
+KEEP_S = 2 * 86_400  # rows kept: the day chart plus a day of slack
+
+UPSERT_TRAFFIC = """
+INSERT INTO topic_traffic (topic_id, minute, published, consumed)
+SELECT t.topic_id, to_timestamp(t.minute_s), t.published, t.consumed
+FROM unnest(%(topic_ids)s::text[], %(minute_s)s::bigint[], %(published)s::bigint[],
+            %(consumed)s::bigint[]) AS t(topic_id, minute_s, published, consumed)
+ORDER BY t.topic_id, t.minute_s
+ON CONFLICT (topic_id, minute) DO UPDATE
+SET published = topic_traffic.published + excluded.published,
+    consumed = topic_traffic.consumed + excluded.consumed
+"""
+
+PURGE_TRAFFIC = """
+DELETE FROM topic_traffic WHERE minute < now() - make_interval(secs => %(keep_s)s)
+"""
+
+# Buckets of %(bucket_s)s seconds from %(since)s: the minutes' counts added up.
+SELECT_TRAFFIC = """
+SELECT to_timestamp(floor(extract(epoch FROM minute) / %(bucket_s)s) * %(bucket_s)s) AS bucket,
+       sum(published)::bigint AS published, sum(consumed)::bigint AS consumed
+FROM topic_traffic
+WHERE topic_id = %(topic_id)s AND minute >= %(since)s AND minute < %(until)s
+GROUP BY 1 ORDER BY 1
+"""
+
+
+class CommittedBlockCount(Protocol):
+    """What the traffic counter needs of a block the writer committed."""
+
+    @property
+    def topic_id(self) -> str: ...
+    @property
+    def messages(self) -> list[Any]: ...
+
+
+class MinuteTraffic(NamedTuple):
+    """What one process counted for one topic in one UTC minute."""
+
+    topic_id: str
+    minute_s: int  # epoch seconds of the minute's start
+    published: int
+    consumed: int
+
+
+class TrafficCounter:
+    """Counts of this process since its last flush; called from the event loop only."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._counts: dict[tuple[str, int], list[int]] = {}
+
+    def _row(self, topic_id: str) -> list[int]:
+        key = (topic_id, int(self._clock()) // MINUTE_S * MINUTE_S)
+        row = self._counts.get(key)
+        if row is None:
+            row = self._counts[key] = [0, 0]
+        return row
+
+    def committed(self, blocks: Iterable[CommittedBlockCount]) -> None:
+        """The segment writer's after-commit hook: each block's messages count as published."""
+        for block in blocks:
+            self._row(block.topic_id)[0] += len(block.messages)
+
+    def consumed(self, topic_id: str, messages: int) -> None:
+        """Messages a consumer-group pull leased (redeliveries included)."""
+        if messages:
+            self._row(topic_id)[1] += messages
+
+    def take(self) -> list[MinuteTraffic]:
+        """The counts so far, in key order, and start again from zero."""
+        taken = [MinuteTraffic(t, m, *row) for (t, m), row in sorted(self._counts.items())]
+        self._counts = {}
+        return taken
+
+    def restore(self, rows: list[MinuteTraffic]) -> None:
+        """Add rows back (a flush that failed), on top of what was counted meanwhile."""
+        for row in rows:
+            counts = self._counts.setdefault((row.topic_id, row.minute_s), [0, 0])
+            counts[0] += row.published
+            counts[1] += row.consumed
+
+
+Connect = Callable[[], AbstractAsyncContextManager[Any]]
+
+
+class TrafficFlusher:
+    """The background task that adds a counter's counts to ``topic_traffic``."""
+
+    def __init__(self, counter: TrafficCounter, connect: Connect, interval_s: float) -> None:
+        self.counter = counter
+        self._connect = connect
+        self._interval_s = interval_s
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Flush every interval from now on."""
+        self._task = asyncio.create_task(self._run(), name="topic-traffic-flush")
+
+    async def stop(self) -> None:
+        """Stop the task, then flush what is left."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.flush_logged()
+
+    async def flush(self) -> int:
+        """Write what was counted so far and purge old rows; rows written. Raises (counts
+        restored) on failure."""
+        async with self._lock:
+            rows = self.counter.take()
+            if not rows:
+                return 0
+            try:
+                async with self._connect() as conn:
+                    await conn.execute(UPSERT_TRAFFIC, columns(rows))
+                    await conn.execute(PURGE_TRAFFIC, {"keep_s": KEEP_S})
+            except BaseException:
+                self.counter.restore(rows)
+                raise
+            return len(rows)
+
+    async def flush_logged(self) -> None:
+        """:meth:`flush`, with a failure logged (the counts wait for the next flush)."""
+        try:
+            await self.flush()
+        except Exception as exc:
+            log.warning("topic_traffic_flush_failed", error=type(exc).__name__)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval_s)
+            await self.flush_logged()
+
+
+def columns(rows: list[MinuteTraffic]) -> dict[str, list[Any]]:
+    """The upsert's parameters: one array per column."""
+    return {
+        "topic_ids": [row.topic_id for row in rows],
+        "minute_s": [row.minute_s for row in rows],
+        "published": [row.published for row in rows],
+        "consumed": [row.consumed for row in rows],
+    }
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficPoint:
+    """Messages published and consumed in one bucket, and their rates."""
+
+    at: datetime  # the bucket's start
+    published: int
+    consumed: int
+    bucket_s: int
+
+    @property
+    def publish_rate(self) -> float:
+        """Published messages per second over the bucket."""
+        return self.published / self.bucket_s
+
+    @property
+    def consume_rate(self) -> float:
+        """Consumed messages per second over the bucket."""
+        return self.consumed / self.bucket_s
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficWindow:
+    """A window the dashboard offers: its span and the bucket its points add up."""
+
+    name: str
+    label: str
+    span_s: int
+    bucket_s: int
+
+
+WINDOWS = {
+    "hour": TrafficWindow("hour", "last hour", 3600, 60),
+    "day": TrafficWindow("day", "last day", 86_400, 900),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficSeries:
+    """A topic's traffic over a window, one point per bucket (empty buckets included)."""
+
+    window: TrafficWindow
+    since: datetime
+    until: datetime
+    points: list[TrafficPoint]
+
+    @property
+    def published(self) -> int:
+        """Messages published over the window."""
+        return sum(point.published for point in self.points)
+
+    @property
+    def consumed(self) -> int:
+        """Messages consumed over the window."""
+        return sum(point.consumed for point in self.points)
+
+
+def window_bounds(window: TrafficWindow, now: datetime) -> tuple[datetime, datetime]:
+    """The window's first bucket start and the end of the current bucket."""
+    epoch_s = int(now.timestamp())
+    until_s = (epoch_s // window.bucket_s + 1) * window.bucket_s
+    until = datetime.fromtimestamp(until_s, UTC)
+    return until - timedelta(seconds=window.span_s), until
+
+
+async def topic_traffic(
+    conn: Conn, topic_id: str, window: TrafficWindow, now: datetime | None = None
+) -> TrafficSeries:
+    """A topic's counts over ``window``, ending with the bucket holding ``now``."""
+    since, until = window_bounds(window, now or datetime.now(UTC))
+    params = {"topic_id": topic_id, "since": since, "until": until, "bucket_s": window.bucket_s}
+    rows = await (await conn.execute(SELECT_TRAFFIC, params)).fetchall()
+    found = {row["bucket"]: row for row in rows}
+    points = []
+    at = since
+    while at < until:
+        row = found.get(at)
+        published, consumed = (row["published"], row["consumed"]) if row else (0, 0)
+        points.append(TrafficPoint(at, published, consumed, window.bucket_s))
+        at += timedelta(seconds=window.bucket_s)
+    return TrafficSeries(window, since, until, points)
