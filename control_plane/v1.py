@@ -12,6 +12,7 @@ from control_plane.consume import ConsumeController
 from control_plane.dlq import DeadLetterController
 from control_plane.groups import GroupsController
 from control_plane.idempotency import IdempotencyController
+from control_plane.invoices import InvoicesController
 from control_plane.keys import KeysController
 from control_plane.lag import LagController
 from control_plane.messages import MessagesController
@@ -36,6 +37,7 @@ def v1_router() -> Router:
             DeadLetterController,
             LagController,
             UsageController,
+            InvoicesController,
         ],
         middleware=[
             anonymous_rate_limit_middleware,

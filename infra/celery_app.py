@@ -38,6 +38,9 @@ RUN_USAGE_AGGREGATION_S = 3_600.0
 RUN_COMPACTION_S = 1_800.0
 # The GreptimeDB consumer and usage series (observability.snapshot_series; a no-op when off).
 SNAPSHOT_SERIES_S = 60.0
+# Invoicing checks hourly whether the previous month may be invoiced (billing.invoicing): a run
+# after its invoices are issued finds them and changes nothing.
+ISSUE_INVOICES_S = 3_600.0
 
 
 def create_celery() -> Celery:
@@ -92,6 +95,9 @@ def create_celery() -> Celery:
             ),
             "snapshot-series": _scheduled(
                 "observability.snapshot_series", SNAPSHOT_SERIES_S, expires=SNAPSHOT_SERIES_S
+            ),
+            "issue-invoices": _scheduled(
+                "billing.issue_invoices", ISSUE_INVOICES_S, expires=ISSUE_INVOICES_S
             ),
         },
     )

@@ -88,6 +88,12 @@ def _tenants(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _billing(args: argparse.Namespace) -> int:
+    from billing.cli import run
+
+    return run(args)
+
+
 def _spark(args: argparse.Namespace) -> int:
     from spark_pipelines.cli import run
 
@@ -102,6 +108,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "migrate": _migrate,
     "tenants": _tenants,
     "spark": _spark,
+    "billing": _billing,
 }
 
 
@@ -128,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     from spark_pipelines.cli import add_spark_parser
 
     add_spark_parser(sub)
+    from billing.cli import add_billing_parser
+
+    add_billing_parser(sub)
     return parser
 
 

@@ -11,6 +11,7 @@ from control_plane.dashboard.auth import AuthPages
 from control_plane.dashboard.dlq import DeadLetterPages
 from control_plane.dashboard.errors import PAGE_EXCEPTION_HANDLERS
 from control_plane.dashboard.home import HomePages, root
+from control_plane.dashboard.invoices import InvoicePages
 from control_plane.dashboard.keys import KeyPages
 from control_plane.dashboard.message_pages import MessagePages
 from control_plane.dashboard.pages import PREFIX, STATIC
@@ -31,6 +32,7 @@ def dashboard_route_handlers() -> list[ControllerRouterHandler]:
             AlertPages,
             UsagePages,
             MessagePages,
+            InvoicePages,
         ],
         exception_handlers=PAGE_EXCEPTION_HANDLERS,
         include_in_schema=False,

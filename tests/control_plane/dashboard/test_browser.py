@@ -4,7 +4,8 @@
 One user's first hour: sign up, create a key and copy it from the page, create a topic, publish
 with the key over the REST API, watch depth and lag on the topic and group pages, dead-letter a
 message, replay it from the DLQ page and see the queue's depth fall. Every wait is one of
-Playwright's auto-waiting expectations, with generous timeouts for a busy machine.
+Playwright's auto-waiting expectations, with generous timeouts for a busy machine. Apart, a Pro
+owner reads an issued invoice and its printable form with JavaScript off.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 import secrets
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +22,10 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from tests.support.services import unavailable
+from tenants.models import NewOrganisation
+from tests.support.invoices import issue, seed_month
+from tests.support.services import Services, unavailable
+from tests.support.tenancy import new_organisation
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -36,6 +41,7 @@ CHROMIUM_ARGS = [
 ]
 TIMEOUT_MS = 30_000
 PASSWORD = "a-long-enough-password"
+OWNER_PASSWORD = "correct-horse-battery"  # tests.support.tenancy.new_organisation's
 
 pytestmark = pytest.mark.e2e
 
@@ -263,3 +269,42 @@ def test_console_rates_message_browser_and_test_message_with_javascript_off(
     expect(page.get_by_test_id("traffic-table")).to_be_visible()
     page.get_by_role("link", name="last day").click()
     expect(page.get_by_test_id("traffic-published")).to_have_text("26")
+
+
+def invoiced_organisation(database_url: str) -> tuple[NewOrganisation, str]:
+    """A Pro organisation with a month of seeded usage invoiced; the invoice's number."""
+    org = new_organisation(database_url, tier="pro")
+    seed_month(database_url, org)
+    return org, issue(database_url, org).issued[0]
+
+
+def test_an_invoice_in_a_browser_with_javascript_off(
+    api: str, chromium: Browser, services: Services
+) -> None:
+    from playwright.sync_api import expect
+
+    # Playwright's sync API runs an event loop in this thread: the set-up runs in another one.
+    with ThreadPoolExecutor(1) as pool:
+        org, number = pool.submit(invoiced_organisation, services.database_url).result()
+    context = chromium.new_context(java_script_enabled=False)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    try:
+        page.goto(f"{api}/dashboard/login")
+        page.get_by_label("Email").fill(org.owner_email)
+        page.get_by_label("Password").fill(OWNER_PASSWORD)
+        page.get_by_role("button", name="Sign in").click()
+        page.locator("a.env-production").click()
+        page.locator("ul.sections").get_by_role("link", name="Invoices").click()
+        expect(page.get_by_role("heading", level=1)).to_contain_text("Invoices")
+        page.get_by_role("link", name=number).click()
+        expect(page.get_by_role("heading", level=1)).to_have_text(f"Invoice {number}")
+        expect(page.get_by_test_id("invoice-total")).to_have_text("28.22 USD")
+        expect(page.get_by_test_id("invoice-lines").locator("tbody tr")).to_have_count(3)
+        page.get_by_role("link", name="Printable version").click()
+        expect(page.get_by_test_id("invoice-total")).to_have_text("28.22 USD")
+        expect(page.locator("nav.switcher")).to_have_count(0)
+        page.emulate_media(media="print")
+        expect(page.locator(".screen-only")).to_be_hidden()
+    finally:
+        context.close()
