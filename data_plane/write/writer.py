@@ -41,6 +41,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -309,7 +310,7 @@ class SegmentWriter:
 
     def _log_timings_now(self) -> None:
         if self.timings.changed:
-            log.info("writer_timings", **self.timings.snapshot())
+            log.info("writer_timings", pid=os.getpid(), **self.timings.snapshot())
 
     def _abandon(self, publish: _Publish) -> None:
         """Drop a publish whose caller has gone, if no flush took it yet (nothing is written)."""
