@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import quote, urlsplit
 
+from core import settings
+
 CONNECT_TIMEOUT_S = 2.0
 REQUEST_TIMEOUT_S = 5.0  # per attempt; a timeout is not retried (docs/faults.md)
 MAX_IDLE_CONNECTIONS = 16
-PUT_THREADS = 8  # PUTs sent at once from their own threads (the writer has at most 4 flushes)
 RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
 
 
@@ -258,6 +259,7 @@ class S3HttpClient:
         *,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         request_timeout_s: float = REQUEST_TIMEOUT_S,
+        put_threads: int | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.signer = signer
@@ -268,14 +270,20 @@ class S3HttpClient:
         self._tls = ssl.create_default_context() if endpoint.scheme == "https" else None
         self._idle_blocking: list[_BlockingConnection] = []
         self._threads: ThreadPoolExecutor | None = None
+        # QUEUECORE_S3_PUT_THREADS; 0 sends PUTs from the event loop, as GETs are
+        self.put_threads = settings.s3_put_threads() if put_threads is None else put_threads
 
     async def put_object(self, bucket: str, key: str, data: bytes) -> None:
         """Store ``data`` as ``bucket/key``; raises :class:`S3RequestFailed` or ``OSError``.
 
-        Runs in one of :data:`PUT_THREADS` threads; the event loop only waits for it.
+        Runs in one of ``put_threads`` threads (the event loop only waits for it), or on the
+        event loop when that is 0.
         """
+        if not self.put_threads:
+            await self._request("PUT", self._path(bucket, key), {}, data)
+            return
         if self._threads is None:
-            self._threads = ThreadPoolExecutor(PUT_THREADS, thread_name_prefix="s3-put")
+            self._threads = ThreadPoolExecutor(self.put_threads, thread_name_prefix="s3-put")
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._threads, self._put_blocking, self._path(bucket, key), data)
 

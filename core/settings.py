@@ -601,6 +601,12 @@ def triage() -> TriageSettings:
     return TriageSettings.from_env()
 
 
+@functools.cache
+def s3_put_threads() -> int:
+    """``QUEUECORE_S3_PUT_THREADS``: threads sending segment PUTs (0: from the event loop)."""
+    return _int("S3_PUT_THREADS", 8, 0, 64)
+
+
 _clear_caches_before_triage = clear_caches
 
 
@@ -608,3 +614,4 @@ def clear_caches() -> None:  # type: ignore[no-redef]  # extended, so merges sta
     """Forget cached settings (tests change the environment)."""
     _clear_caches_before_triage()
     triage.cache_clear()
+    s3_put_threads.cache_clear()

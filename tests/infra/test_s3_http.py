@@ -63,8 +63,11 @@ def store(services: Services, unique: Callable[[str], str]) -> S3ObjectStore:
     return replace(S3ObjectStore.from_settings(settings.object_store()), prefix=unique("aput"))
 
 
+@pytest.mark.parametrize("threads", [8, 0], ids=["put-threads", "on-the-loop"])
 @pytest.mark.parametrize("size", [0, 1024, 3 * 1024 * 1024 + 7])
-def test_put_async_stores_exact_bytes(store: S3ObjectStore, size: int) -> None:
+def test_put_async_stores_exact_bytes(store: S3ObjectStore, size: int, threads: int) -> None:
+    assert store.http is not None
+    store.http.put_threads = threads
     data = bytes(i % 251 for i in range(size))
 
     asyncio.run(store.put_async("seg/odd name ä+b.seg", data))
