@@ -603,8 +603,8 @@ def triage() -> TriageSettings:
 
 @functools.cache
 def s3_put_threads() -> int:
-    """``QUEUECORE_S3_PUT_THREADS``: threads sending segment PUTs (0: from the event loop)."""
-    return _int("S3_PUT_THREADS", 8, 0, 64)
+    """``QUEUECORE_S3_PUT_THREADS``: threads sending small segment PUTs (0, the default: none)."""
+    return _int("S3_PUT_THREADS", 0, 0, 64)
 
 
 _clear_caches_before_triage = clear_caches

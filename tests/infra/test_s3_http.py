@@ -64,7 +64,7 @@ def store(services: Services, unique: Callable[[str], str]) -> S3ObjectStore:
 
 
 @pytest.mark.parametrize("threads", [8, 0], ids=["put-threads", "on-the-loop"])
-@pytest.mark.parametrize("size", [0, 1024, 3 * 1024 * 1024 + 7])
+@pytest.mark.parametrize("size", [0, 1024, 60_000, 3 * 1024 * 1024 + 7])
 def test_put_async_stores_exact_bytes(store: S3ObjectStore, size: int, threads: int) -> None:
     assert store.http is not None
     store.http.put_threads = threads
@@ -121,6 +121,9 @@ def test_get_async_of_a_missing_key_is_object_not_found(store: S3ObjectStore) ->
 
 
 def test_a_pooled_put_connection_that_died_is_replaced(store: S3ObjectStore) -> None:
+    assert store.http is not None
+    store.http.put_threads = 2
+
     async def scenario() -> None:
         await store.put_async("one", b"1")
         assert store.http is not None
@@ -144,6 +147,7 @@ def test_a_stalled_put_fails_within_the_request_timeout(store: S3ObjectStore) ->
         Endpoint.parse(f"http://127.0.0.1:{port}", "us-east-1"),
         store.http.signer,
         request_timeout_s=0.5,
+        put_threads=2,
     )
     started = time.monotonic()
     with pytest.raises(TimeoutError):
