@@ -8,10 +8,12 @@ import io
 import json
 import uuid
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from benchmarks import phases
 from core import settings
 from core.db import async_pool
 from core.object_store import S3ObjectStore
@@ -88,15 +90,14 @@ def one(partition: int, tag: str) -> list[Entry]:
     return [Entry(partition, Message(None, {}, f'"{tag}"'.encode(), 0))]
 
 
-def run_writer(triage: SlowPublishTriage, work: Any) -> Any:
-    """``work(writer)`` on a real pool and bucket whose PUTs are held while ``slow`` is set."""
+def run_writer(triage: SlowPublishTriage | None, work: Any, timings_log_s: float = 0.0) -> Any:
+    """``work(writer)`` on a started writer over a real pool and bucket, then close it."""
 
     async def run() -> Any:
         pool = async_pool(settings.database(), "test-triage")
         await pool.open(wait=True)
-        writer = SegmentWriter(
-            pool, S3ObjectStore.from_settings(settings.object_store()), AT_ONCE, triage=triage
-        )
+        objects = S3ObjectStore.from_settings(settings.object_store())
+        writer = SegmentWriter(pool, objects, AT_ONCE, triage=triage, timings_log_s=timings_log_s)
         await writer.start()
         try:
             return await work(writer)
@@ -169,3 +170,25 @@ def test_phase_timings_show_where_a_slow_put_went() -> None:
     assert 499 <= put_ms <= 499 * 1.1  # within one ~9 % bucket
     assert 2 <= commit_ms <= 2.2
     assert timings.snapshot()["messages"] == 3
+
+
+def test_the_benchmark_reads_each_phase_from_the_writers_timing_lines(
+    services: Services, json_logs: io.StringIO, tmp_path: Path
+) -> None:
+    target = new_target(services.database_url)
+
+    async def work(writer: SegmentWriter) -> None:
+        await writer.write(target, one(0, "before"))
+        await asyncio.sleep(0.1)  # a timing line for what came before
+        before.write_text(json_logs.getvalue())
+        writer.objects = SlowPuts(writer.objects, delay_s=0.3)
+        await asyncio.gather(*(writer.write(target, one(0, f"m{i}")) for i in range(3)))
+
+    before, after = tmp_path / "before.log", tmp_path / "after.log"
+    run_writer(None, work, timings_log_s=0.02)
+    after.write_text(json_logs.getvalue())  # closing the writer logged the last line
+    window = phases.window(phases.latest(before), phases.latest(after))
+    assert window["messages_flushed"] == 3  # the publish before the window is not counted
+    assert window["put_p50_ms"] >= 300
+    assert window["commit_p50_ms"] < 300
+    assert "put 3" in phases.summary(window)  # "put 3xx/3xx" in the progress line
