@@ -24,6 +24,7 @@ import psutil
 import psycopg
 from psycopg.rows import dict_row
 
+from benchmarks import phases
 from core.object_store import s3_client
 from infra import migrate
 from infra.embedded import (
@@ -107,7 +108,9 @@ class Stack:
         }
         # Tuning knobs (writer linger, pool sizes, log level) pass through; where to connect not.
         tuning = {k: v for k, v in os.environ.items() if k.startswith("QUEUECORE_")}
-        return {**os.environ, **tuning, **ours, "PYTHONUNBUFFERED": "1"}
+        # The writer logs its phase histograms for benchmarks/phases.py (a caller's value wins).
+        timings = {"QUEUECORE_WRITER_TIMINGS_MS": str(phases.INTERVAL_MS)}
+        return {**os.environ, **timings, **tuning, **ours, "PYTHONUNBUFFERED": "1"}
 
     def start_api(self, timeout_s: float = 60) -> None:
         """Start ``queuecore serve --workers N`` and wait until ``/healthz`` answers 200."""

@@ -74,6 +74,7 @@ class CpuWatch:
         self.groups = groups or {}
         self.others_pct = self.steal_pct = self.softirq_pct = 0.0
         self.groups_pct: dict[str, float] = {}
+        self.groups_cpu_s: dict[str, float] = {}  # CPU seconds of each named tree
         self._start: dict[str, float] = {}
 
     def _sample(self) -> dict[str, float]:
@@ -106,6 +107,7 @@ class CpuWatch:
         self.steal_pct = round(delta["steal"] / capacity * 100, 1)
         self.softirq_pct = round(delta["softirq"] / capacity * 100, 1)
         self.groups_pct = {name: round(delta[name] / capacity * 100, 1) for name in self.groups}
+        self.groups_cpu_s = {name: delta[name] for name in self.groups}
         self.groups_pct["load generator"] = round(delta["client"] / capacity * 100, 1)
 
 

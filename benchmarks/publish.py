@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import msgspec
 import psycopg
 
-from benchmarks import peers, rawhttp, reference
+from benchmarks import peers, phases, rawhttp, reference
 from benchmarks._stack import Stack
 from benchmarks.cpu import CpuWatch, shares
 from benchmarks.load import closed_loop, open_loop, payloads
@@ -123,34 +123,55 @@ async def _http_phases(stack: Stack, cfg: Config) -> dict[str, Any]:
     clients = _connections(stack, cfg.clients)
     _step(f"QueueCore batched publish: {cfg.clients} clients x {BATCH} messages per request")
     batched = _sender(clients, _requests(stack, "bench.batched", batches, batch=True))
-    out["batched"] = await _throughput_phase(stack, batched, cfg)
+    out["batched"] = await _throughput_phase(stack, "bench.batched", batched, cfg)
     _step(f"QueueCore single-message publish: {cfg.clients} clients")
     single = _sender(clients, _requests(stack, "bench.single", singles, batch=False))
-    out["single"] = await _throughput_phase(stack, single, cfg)
+    out["single"] = await _throughput_phase(stack, "bench.single", single, cfg)
     _close(clients)
     for latency_class in ("express", "standard"):
         _step(f"QueueCore {latency_class} latency at {cfg.rate_per_s} msg/s (open loop)")
         requests = _requests(stack, f"bench.{latency_class}", singles, batch=False)
+        before = phases.settled(stack.serve_log)
         with CpuWatch(stack.process_groups()) as watch:
             out[latency_class] = await _latency_phase(
                 stack, f"bench.{latency_class}", requests, cfg
             )
-        _result(out[latency_class], watch)
+        out[latency_class]["phases"] = phases.window(before, phases.settled(stack.serve_log))
+        _result(out[latency_class], watch, out[latency_class]["messages_stored"])
     return out
 
 
-async def _throughput_phase(stack: Stack, send: Any, cfg: Config) -> dict[str, Any]:
+async def _throughput_phase(stack: Stack, topic: str, send: Any, cfg: Config) -> dict[str, Any]:
+    before = phases.settled(stack.serve_log)
+    _, stored_before = stack.committed(topic)
     with CpuWatch(stack.process_groups()) as watch:
         result = (await closed_loop(send, cfg.clients, cfg.duration_s, cfg.warmup_s)).as_dict()
-    _result(result, watch)
+    _, stored_after = stack.settled(topic)
+    result["phases"] = phases.window(before, phases.settled(stack.serve_log))
+    _result(result, watch, stored_after - stored_before)
     return result
 
 
-def _result(result: dict[str, Any], watch: CpuWatch) -> None:
-    """Attach the phase's CPU shares to its result and print the headline numbers."""
+def _result(result: dict[str, Any], watch: CpuWatch, stored: int | None = None) -> None:
+    """Attach the phase's CPU shares (and the API's CPU per message stored) to its result,
+    and print the headline numbers."""
     result.update(shares(watch))
-    keys = ("msgs_per_s", "p50_ms", "p99_ms", "puts_per_1000", "errors", "others_cpu_pct")
+    api_cpu_s = watch.groups_cpu_s.get("api")
+    if stored and api_cpu_s is not None:
+        result["api_cpu_us_per_msg"] = round(api_cpu_s * 1e6 / stored, 1)
+    keys = (
+        "msgs_per_s",
+        "p50_ms",
+        "p99_ms",
+        "puts_per_1000",
+        "errors",
+        "api_cpu_us_per_msg",
+        "others_cpu_pct",
+    )
     _step("  " + ", ".join(f"{k}={result[k]:.6g}" for k in keys if result.get(k) is not None))
+    timing = result.get("phases")
+    if timing:
+        _step("  phases: " + phases.summary(timing))
 
 
 async def _latency_phase(

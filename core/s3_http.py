@@ -15,18 +15,26 @@ stores), session tokens from the credential chain, TLS for ``https`` endpoints.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
+import socket
 import ssl
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import quote, urlsplit
 
+from core import settings
+
 CONNECT_TIMEOUT_S = 2.0
 REQUEST_TIMEOUT_S = 5.0  # per attempt; a timeout is not retried (docs/faults.md)
 MAX_IDLE_CONNECTIONS = 16
+# Larger PUTs go from the event loop: a blocking send of a big body takes the socket buffer in
+# several calls, and the thread waits for the GIL between them (batched PUTs p50 ~30 % slower).
+THREAD_PUT_MAX_BYTES = 64 * 1024
 RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
 
 
@@ -142,20 +150,14 @@ class _Connection:
         if len(body) >= 65536:
             self.writer.write(body)
         await self.writer.drain()
-        status_line = await self.reader.readuntil(b"\r\n")
-        status = int(status_line.split(b" ", 2)[1])
-        length, chunked, keep_alive = 0, False, not status_line.startswith(b"HTTP/1.0")
+        meta = _Meta(await self.reader.readuntil(b"\r\n"))
         while (line := await self.reader.readuntil(b"\r\n")) != b"\r\n":
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            if name == b"content-length":
-                length = int(value)
-            elif name == b"transfer-encoding":
-                chunked = b"chunked" in value.lower()
-            elif name == b"connection":
-                keep_alive = b"close" not in value.lower()
-        payload = await self._chunked() if chunked else await self.reader.readexactly(length)
-        return _Response(status, payload, keep_alive)
+            meta.header(line)
+        if meta.chunked:
+            payload = await self._chunked()
+        else:
+            payload = await self.reader.readexactly(meta.length)
+        return _Response(meta.status, payload, meta.keep_alive)
 
     async def _chunked(self) -> bytes:
         parts = []
@@ -170,8 +172,89 @@ class _Connection:
         self.writer.close()
 
 
+class _Meta:
+    """The status and framing of a response, from its status line and header lines."""
+
+    __slots__ = ("chunked", "keep_alive", "length", "status")
+
+    def __init__(self, status_line: bytes) -> None:
+        parts = status_line.split(b" ", 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/"):
+            raise ConnectionError(f"not an HTTP response: {status_line[:60]!r}")
+        self.status = int(parts[1])
+        self.length, self.chunked = 0, False
+        self.keep_alive = not status_line.startswith(b"HTTP/1.0")
+
+    def header(self, line: bytes) -> None:
+        """Take one header line into account."""
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"content-length":
+            self.length = int(value)
+        elif name == b"transfer-encoding":
+            self.chunked = b"chunked" in value.lower()
+        elif name == b"connection":
+            self.keep_alive = b"close" not in value.lower()
+
+
+class _BlockingConnection:
+    """One keep-alive HTTP/1.1 connection on a blocking socket, used by one thread at a time.
+
+    PUTs go through these from a small thread pool (see :meth:`S3HttpClient.put_object`).
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.reader = sock.makefile("rb")
+
+    def request(self, head: bytes, body: bytes) -> _Response:
+        if len(body) < 65536:
+            self.sock.sendall(head + body)
+        else:
+            self.sock.sendall(head)
+            self.sock.sendall(body)
+        meta = _Meta(self._line())
+        while (line := self._line()) != b"\r\n":
+            meta.header(line)
+        payload = self._chunked() if meta.chunked else self._exactly(meta.length)
+        return _Response(meta.status, payload, meta.keep_alive)
+
+    def _line(self) -> bytes:
+        line = self.reader.readline(65536)
+        if not line.endswith(b"\n"):
+            raise ConnectionError("the connection closed inside a response")
+        return line
+
+    def _exactly(self, size: int) -> bytes:
+        data = self.reader.read(size) if size else b""
+        if len(data) != size:
+            raise ConnectionError("the connection closed inside a response body")
+        return data
+
+    def _chunked(self) -> bytes:
+        parts = []
+        while size := int(self._line().split(b";")[0], 16):
+            parts.append(self._exactly(size))
+            self._exactly(2)
+        while self._line() != b"\r\n":
+            pass  # trailers
+        return b"".join(parts)
+
+    def close(self) -> None:
+        self.reader.close()
+        self.sock.close()
+
+
 class S3HttpClient:
-    """PutObject over a small pool of keep-alive connections, on the running event loop."""
+    """PutObject and ranged GetObject over small pools of keep-alive connections.
+
+    Requests run on the event loop. With ``put_threads`` (``QUEUECORE_S3_PUT_THREADS``) small
+    PUTs are sent from that many threads on blocking sockets instead: writing a request to a
+    server on the same host wakes it, and on a busy machine the kernel then often runs the
+    server while the writing thread is still inside ``send`` — on the event loop, that stalls
+    every request of the process for up to milliseconds (docs/decisions.md, "PUTs from their
+    own threads").
+    """
 
     def __init__(
         self,
@@ -180,6 +263,7 @@ class S3HttpClient:
         *,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         request_timeout_s: float = REQUEST_TIMEOUT_S,
+        put_threads: int | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.signer = signer
@@ -188,10 +272,24 @@ class S3HttpClient:
         self._idle: list[_Connection] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tls = ssl.create_default_context() if endpoint.scheme == "https" else None
+        self._idle_blocking: list[_BlockingConnection] = []
+        self._threads: ThreadPoolExecutor | None = None
+        # QUEUECORE_S3_PUT_THREADS; 0 sends PUTs from the event loop, as GETs are
+        self.put_threads = settings.s3_put_threads() if put_threads is None else put_threads
 
     async def put_object(self, bucket: str, key: str, data: bytes) -> None:
-        """Store ``data`` as ``bucket/key``; raises :class:`S3RequestFailed` or ``OSError``."""
-        await self._request("PUT", self._path(bucket, key), {}, data)
+        """Store ``data`` as ``bucket/key``; raises :class:`S3RequestFailed` or ``OSError``.
+
+        Runs in one of ``put_threads`` threads (the event loop only waits for it), or on the
+        event loop when that is 0 or the body is over :data:`THREAD_PUT_MAX_BYTES`.
+        """
+        if not self.put_threads or len(data) > THREAD_PUT_MAX_BYTES:
+            await self._request("PUT", self._path(bucket, key), {}, data)
+            return
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(self.put_threads, thread_name_prefix="s3-put")
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._threads, self._put_blocking, self._path(bucket, key), data)
 
     async def get_object(
         self, bucket: str, key: str, start: int | None = None, end: int | None = None
@@ -220,11 +318,58 @@ class S3HttpClient:
                     raise
                 self.close()  # most often pooled connections the server had closed
                 continue
-            if response.status < 300:
+            if _answered(response, attempt):
                 return response.body
-            if attempt == 2 or response.status not in RETRYABLE_STATUSES:
-                raise S3RequestFailed(response.status, *_error_of(response.body))
         raise AssertionError("unreachable")
+
+    def _put_blocking(self, path: str, body: bytes) -> None:
+        """:meth:`_request` for a PUT, on a blocking socket, in a thread of the PUT pool."""
+        digest = hashlib.sha256(body).hexdigest()  # releases the GIL for bodies over 2 KiB
+        for attempt in (1, 2):
+            headers = self.signer.headers("PUT", self.endpoint.host_header, path, digest)
+            head = _head("PUT", path, headers, len(body))
+            try:
+                response = self._send_blocking(head, body)
+            except TimeoutError:
+                raise  # a stalled S3 is not retried: the request's time is spent
+            except OSError:
+                if attempt == 2:
+                    raise
+                self._close_blocking()  # most often pooled connections the server had closed
+                continue
+            if _answered(response, attempt):
+                return
+        raise AssertionError("unreachable")
+
+    def _send_blocking(self, head: bytes, body: bytes) -> _Response:
+        try:
+            connection = self._idle_blocking.pop()  # list.pop is atomic: no lock needed
+        except IndexError:
+            connection = self._connect_blocking()
+        try:
+            response = connection.request(head, body)
+        except BaseException:
+            connection.close()
+            raise
+        if response.keep_alive and len(self._idle_blocking) < MAX_IDLE_CONNECTIONS:
+            self._idle_blocking.append(connection)
+        else:
+            connection.close()
+        return response
+
+    def _connect_blocking(self) -> _BlockingConnection:
+        address = (self.endpoint.host, self.endpoint.port)
+        sock = socket.create_connection(address, timeout=self.connect_timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._tls is not None:
+            sock = self._tls.wrap_socket(sock, server_hostname=self.endpoint.host)
+        sock.settimeout(self.request_timeout_s)  # per read or write: a stall fails in time
+        return _BlockingConnection(sock)
+
+    def _close_blocking(self) -> None:
+        while self._idle_blocking:
+            with contextlib.suppress(IndexError, OSError):
+                self._idle_blocking.pop().close()
 
     async def _send(self, head: bytes, body: bytes) -> _Response:
         connection = await self._connection()
@@ -260,6 +405,16 @@ class S3HttpClient:
         for connection in self._idle:
             connection.close()
         self._idle = []
+        self._close_blocking()
+
+
+def _answered(response: _Response, attempt: int) -> bool:
+    """True for a success; False to retry a server error once; raises for any other error."""
+    if response.status < 300:
+        return True
+    if attempt == 2 or response.status not in RETRYABLE_STATUSES:
+        raise S3RequestFailed(response.status, *_error_of(response.body))
+    return False
 
 
 def _head(method: str, path: str, headers: dict[str, str], length: int) -> bytes:

@@ -574,3 +574,46 @@ def clear_caches() -> None:
         greptime,
     ):
         loader.cache_clear()
+
+
+# --- latency triage and the writer's phase timings (appended as one block) ---------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TriageSettings:
+    """Slow-publish triage (``QUEUECORE_TRIAGE_*``) and the writer's timing log interval."""
+
+    slow_ms: int = 0
+    max_per_s: int = 10
+    timings_log_s: float = 0.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> TriageSettings:
+        """Read and validate; ``QUEUECORE_TRIAGE_SLOW_MS`` 0 or unset turns triage off."""
+        return cls(
+            slow_ms=_int("TRIAGE_SLOW_MS", 0, 0, 600_000, env),
+            max_per_s=_int("TRIAGE_MAX_PER_S", 10, 1, 10_000, env),
+            timings_log_s=_int("WRITER_TIMINGS_MS", 0, 0, 3_600_000, env) / 1000,
+        )
+
+
+@functools.cache
+def triage() -> TriageSettings:
+    """The process's triage settings."""
+    return TriageSettings.from_env()
+
+
+@functools.cache
+def s3_put_threads() -> int:
+    """``QUEUECORE_S3_PUT_THREADS``: threads sending small segment PUTs (0, the default: none)."""
+    return _int("S3_PUT_THREADS", 0, 0, 64)
+
+
+_clear_caches_before_triage = clear_caches
+
+
+def clear_caches() -> None:  # type: ignore[no-redef]  # extended, so merges stay appends
+    """Forget cached settings (tests change the environment)."""
+    _clear_caches_before_triage()
+    triage.cache_clear()
+    s3_put_threads.cache_clear()

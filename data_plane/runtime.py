@@ -27,6 +27,7 @@ from data_plane.read.reader import ReadResult, SegmentReader, TopicRef
 from data_plane.topics.traffic import TrafficCounter, TrafficFlusher
 from data_plane.write.publish import PublishService, UsageSink
 from data_plane.write.segment import Message
+from data_plane.write.triage import SlowPublishTriage
 from data_plane.write.writer import SegmentWriter
 
 
@@ -60,7 +61,13 @@ class DataPlane:
         self.usage = usage
         size = settings.read_cache_max_bytes() if cache_max_bytes is None else cache_max_bytes
         self.cache = BlockCache(size)
-        self.writer = SegmentWriter(db, objects, writer_config or settings.writer())
+        self.writer = SegmentWriter(
+            db,
+            objects,
+            writer_config or settings.writer(),
+            triage=SlowPublishTriage.from_settings(),
+            timings_log_s=settings.triage().timings_log_s,
+        )
         self.writer.subscribe(self.cache.put_committed)
         self.reader = SegmentReader(objects, self.cache)
         self.listener = PublishListener(database_url)

@@ -48,6 +48,7 @@ from data_plane.errors import (
 from data_plane.topics import queries as q
 from data_plane.topics import service as topic_service
 from data_plane.topics.schemas import PublishRequest
+from data_plane.write.queries import PROJECT_OF_ENVIRONMENT
 from data_plane.write.segment import Message
 from data_plane.write.writer import (
     MESSAGE_OVERHEAD_BYTES,
@@ -215,7 +216,18 @@ class TopicDirectory:
         async with self._pool.connection() as conn:
             topic = await topic_service.get_topic(conn, environment_id, name)
             organisation = await tenants.get_organisation(conn, organisation_id)
-        target = TopicTarget(topic.id, topic.name, topic.latency_class, topic.retention_s)
+            project = await (
+                await conn.execute(PROJECT_OF_ENVIRONMENT, {"environment_id": environment_id})
+            ).fetchone()
+        target = TopicTarget(
+            topic.id,
+            topic.name,
+            topic.latency_class,
+            topic.retention_s,
+            organisation_id,
+            project["project_id"] if project else "",
+            environment_id,
+        )
         return TopicRoute(
             target,
             topic.partitions,

@@ -41,6 +41,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -58,6 +59,8 @@ from core.settings import WriterSettings
 from data_plane.errors import PublishOutcomeUnknown, PublishUnavailable, TopicNotFound
 from data_plane.topics import queries as q
 from data_plane.write.segment import BlockRef, Message, SegmentBuilder
+from data_plane.write.timing import FlushClock, PhaseTimings
+from data_plane.write.triage import SlowPublishTriage
 from observability import metrics
 from observability.logging import get_logger
 
@@ -97,6 +100,9 @@ class TopicTarget:
     name: str
     latency_class: str
     retention_s: int
+    organisation_id: str = ""  # the tenant, for latency triage's tags
+    project_id: str = ""
+    environment_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +131,8 @@ class _Publish:
     future: asyncio.Future[list[Placement]]
     size_bytes: int
     results: list[Placement | None] = field(default_factory=list)
+    queued_s: float = 0.0  # time.monotonic() when it was handed to the writer
+    clock: FlushClock | None = None  # the stamps of the flush that answered it
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.entries)
@@ -202,6 +210,9 @@ class SegmentWriter:
         objects: ObjectStore,
         settings: WriterSettings,
         on_committed: Iterable[OnCommitted] = (),
+        *,
+        triage: SlowPublishTriage | None = None,
+        timings_log_s: float = 0.0,
     ) -> None:
         self.pool = pool
         self.objects = objects  # public so a test or a FaultyObjectStore can wrap it
@@ -218,6 +229,10 @@ class SegmentWriter:
         self._uploading: dict[asyncio.Task[None], float] = {}  # PUT in progress, since when
         self._loop_task: asyncio.Task[None] | None = None
         self._closing = False
+        self.timings = PhaseTimings()  # where the time goes, per phase (data_plane.write.timing)
+        self.triage = triage
+        self._timings_log_s = timings_log_s
+        self._timings_task: asyncio.Task[None] | None = None
 
     def subscribe(self, listener: OnCommitted) -> None:
         """Call ``listener`` with the fresh blocks after every commit."""
@@ -226,6 +241,8 @@ class SegmentWriter:
     async def start(self) -> None:
         """Start the flush loop on the running event loop."""
         self._loop_task = asyncio.create_task(self._run(), name="segment-writer")
+        if self._timings_log_s > 0:
+            self._timings_task = asyncio.create_task(self._log_timings(), name="writer-timings")
 
     async def close(self) -> None:
         """Flush what is waiting, wait for flushes in flight, stop."""
@@ -235,6 +252,9 @@ class SegmentWriter:
             await self._loop_task
         if self._flushes:
             await asyncio.gather(*self._flushes, return_exceptions=True)
+        if self._timings_task is not None:
+            self._timings_task.cancel()
+            self._log_timings_now()
 
     async def write(
         self, topic: TopicTarget, entries: list[Entry], size_bytes: int | None = None
@@ -250,7 +270,7 @@ class SegmentWriter:
         # publish still waiting for its flush is abandoned (:meth:`_abandon`).
         future.add_done_callback(consume_exception)
         size = sum(map(entry_size, entries)) if size_bytes is None else size_bytes
-        publish = _Publish(topic, entries, future, size)
+        publish = _Publish(topic, entries, future, size, queued_s=time.monotonic())
         self._pending.append(publish)
         self._pending_bytes += size
         deadline = self._due_at(topic.latency_class)
@@ -261,10 +281,36 @@ class SegmentWriter:
         if self._pending_bytes >= OVERLAP_MIN_BYTES:
             self._wakeup.set()
         try:
-            return await asyncio.shield(future)
+            placements = await asyncio.shield(future)
         except asyncio.CancelledError:
             self._abandon(publish)
             raise
+        self._resumed(publish)
+        return placements
+
+    def _resumed(self, publish: _Publish) -> None:
+        """The publish's handler runs again: record the loop's lag, and triage a slow one."""
+        clock = publish.clock
+        if clock is None:
+            return
+        now_s = time.monotonic()
+        self.timings.resumed(now_s - clock.answered_s)
+        if self.triage is not None:
+            partitions = {entry.partition for entry in publish.entries}
+            where = str(partitions.pop()) if len(partitions) == 1 else "*"
+            self.triage.observe(
+                publish.topic, where, len(publish.entries), publish.queued_s, clock, now_s
+            )
+
+    async def _log_timings(self) -> None:
+        """Every ``timings_log_s``, one ``writer_timings`` line when something changed."""
+        while True:
+            await asyncio.sleep(self._timings_log_s)
+            self._log_timings_now()
+
+    def _log_timings_now(self) -> None:
+        if self.timings.changed:
+            log.info("writer_timings", pid=os.getpid(), **self.timings.snapshot())
 
     def _abandon(self, publish: _Publish) -> None:
         """Drop a publish whose caller has gone, if no flush took it yet (nothing is written)."""
@@ -303,10 +349,10 @@ class SegmentWriter:
             batch, self._pending = self._pending, []
             self.flushes_started += 1
             self._pending_bytes, self._deadline = 0, None
-            self._last_flush_start = time.monotonic()
-            task = asyncio.create_task(self._flush(batch))
+            self._last_flush_start = now_s = time.monotonic()
+            task = asyncio.create_task(self._flush(batch, FlushClock(batch[0].queued_s, now_s)))
             self._flushes.add(task)
-            self._uploading[task] = time.monotonic()
+            self._uploading[task] = now_s
             task.add_done_callback(self._flush_done)
 
     def _flush_done(self, task: asyncio.Task[None]) -> None:
@@ -353,14 +399,14 @@ class SegmentWriter:
             return due - now
         return max(due, max(self._uploading.values()) + OVERLAP_AFTER_S) - now
 
-    async def _flush(self, publishes: list[_Publish]) -> None:
+    async def _flush(self, publishes: list[_Publish], clock: FlushClock) -> None:
         try:
-            await self._flush_attempts(publishes)
+            await self._flush_attempts(publishes, clock)
         except Exception as exc:  # never leave a publish waiting forever
             log.error("flush_failed", error=type(exc).__name__, exc_info=exc)
             _fail(publishes, exc)
 
-    async def _flush_attempts(self, publishes: list[_Publish]) -> None:
+    async def _flush_attempts(self, publishes: list[_Publish], clock: FlushClock) -> None:
         key = segment_key()  # one key for every attempt: a re-run replaces the object
         fruitless = 0
         while fruitless < MAX_FLUSH_ATTEMPTS:
@@ -372,7 +418,7 @@ class SegmentWriter:
                 _succeed(live)
                 return
             try:
-                await self._flush_once(live, key)
+                await self._flush_once(live, key, clock)
                 return
             except _Rollback as conflict:
                 await self._settle_conflict(live, conflict)
@@ -380,7 +426,7 @@ class SegmentWriter:
             fruitless = fruitless + 1 if still >= waiting else 0
         _fail(publishes, PublishUnavailable("publishes kept conflicting; retry"))
 
-    async def _flush_once(self, publishes: list[_Publish], key: str) -> None:
+    async def _flush_once(self, publishes: list[_Publish], key: str, clock: FlushClock) -> None:
         started = time.perf_counter()
         if sum(p.size_bytes for p in publishes) < INLINE_ENCODE_BYTES:
             layout, data, refs = _encode(publishes)
@@ -395,6 +441,7 @@ class SegmentWriter:
             return
         finally:
             self._upload_done()
+        clock.put_done_s = time.monotonic()
         try:
             try:
                 bases = await self._commit(key, len(data), refs, layout)
@@ -413,9 +460,12 @@ class SegmentWriter:
             _fail(publishes, PublishUnavailable("the offset commit failed"))
             _observe_flush(started, len(data), refs, "commit_failed")
             return
+        clock.committed_s = time.monotonic()
         _observe_flush(started, len(data), refs, "committed")
         blocks = _assign(key, refs, layout, bases)
-        _succeed(publishes)
+        _succeed(publishes, clock)
+        clock.answered_s = time.monotonic()
+        self.timings.flushed(clock, sum(ref.count for ref in refs))
         self._announce(blocks)
 
     async def _commit(
@@ -611,9 +661,10 @@ def _waiting(publishes: list[_Publish]) -> int:
     return sum(1 for publish in publishes for _ in publish.unresolved())
 
 
-def _succeed(publishes: list[_Publish]) -> None:
+def _succeed(publishes: list[_Publish], clock: FlushClock | None = None) -> None:
     for publish in publishes:
         if not publish.future.done():
+            publish.clock = clock
             results = publish.results
             assert all(r is not None for r in results)
             publish.future.set_result([r for r in results if r is not None])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import calendar
 import hashlib
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -17,7 +18,7 @@ from botocore.credentials import Credentials as BotoCredentials
 
 from core import settings
 from core.object_store import ObjectNotFound, S3ObjectStore
-from core.s3_http import Credentials, Endpoint, S3RequestFailed, SigV4Signer
+from core.s3_http import Credentials, Endpoint, S3HttpClient, S3RequestFailed, SigV4Signer
 from tests.support.services import Services
 
 
@@ -62,8 +63,11 @@ def store(services: Services, unique: Callable[[str], str]) -> S3ObjectStore:
     return replace(S3ObjectStore.from_settings(settings.object_store()), prefix=unique("aput"))
 
 
-@pytest.mark.parametrize("size", [0, 1024, 3 * 1024 * 1024 + 7])
-def test_put_async_stores_exact_bytes(store: S3ObjectStore, size: int) -> None:
+@pytest.mark.parametrize("threads", [8, 0], ids=["put-threads", "on-the-loop"])
+@pytest.mark.parametrize("size", [0, 1024, 60_000, 3 * 1024 * 1024 + 7])
+def test_put_async_stores_exact_bytes(store: S3ObjectStore, size: int, threads: int) -> None:
+    assert store.http is not None
+    store.http.put_threads = threads
     data = bytes(i % 251 for i in range(size))
 
     asyncio.run(store.put_async("seg/odd name ä+b.seg", data))
@@ -74,14 +78,14 @@ def test_put_async_stores_exact_bytes(store: S3ObjectStore, size: int) -> None:
 def test_a_pooled_connection_that_died_is_replaced(store: S3ObjectStore) -> None:
     async def scenario() -> None:
         await store.put_async("one", b"1")
+        assert await store.get_async("one") == b"1"  # GETs pool their connections on the loop
         assert store.http is not None
+        assert store.http._idle
         for connection in store.http._idle:
             connection.writer.transport.abort()  # as when the server closes an idle connection
-        await store.put_async("two", b"2")
+        assert await store.get_async("one") == b"1"
 
     asyncio.run(scenario())
-
-    assert store.get("two") == b"2"
 
 
 def test_server_error_is_raised_with_its_code(store: S3ObjectStore) -> None:
@@ -114,3 +118,39 @@ def test_get_async_reads_whole_objects_and_ranges(store: S3ObjectStore) -> None:
 def test_get_async_of_a_missing_key_is_object_not_found(store: S3ObjectStore) -> None:
     with pytest.raises(ObjectNotFound):
         asyncio.run(store.get_async("never/written"))
+
+
+def test_a_pooled_put_connection_that_died_is_replaced(store: S3ObjectStore) -> None:
+    assert store.http is not None
+    store.http.put_threads = 2
+
+    async def scenario() -> None:
+        await store.put_async("one", b"1")
+        assert store.http is not None
+        assert store.http._idle_blocking  # PUTs pool their connections in the PUT threads
+        for connection in store.http._idle_blocking:
+            connection.sock.shutdown(socket.SHUT_RDWR)  # as when the server closes it
+        await store.put_async("two", b"2")
+
+    asyncio.run(scenario())
+
+    assert store.get("two") == b"2"
+
+
+def test_a_stalled_put_fails_within_the_request_timeout(store: S3ObjectStore) -> None:
+    silent = socket.socket()  # accepts connections (the kernel's backlog) and never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    port = silent.getsockname()[1]
+    assert store.http is not None
+    stalled = S3HttpClient(
+        Endpoint.parse(f"http://127.0.0.1:{port}", "us-east-1"),
+        store.http.signer,
+        request_timeout_s=0.5,
+        put_threads=2,
+    )
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        asyncio.run(stalled.put_object(store.bucket, "never", b"x" * 1000))
+    assert time.monotonic() - started < 3  # not retried: one timeout, then the answer
+    silent.close()
