@@ -10,6 +10,7 @@ publish service meters publishes.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable
 
 from core import settings
@@ -18,6 +19,7 @@ from core.object_store import ObjectStore
 from core.settings import WriterSettings
 from data_plane import delivery
 from data_plane.delivery import GroupRef, GroupRefCache, Pulled
+from data_plane.delivery.triage import SlowDeliveryTriage
 from data_plane.groups.pulse import Pulse
 from data_plane.groups.service import GroupTopicNotFound, MemberNotFound
 from data_plane.read import reader as read_path
@@ -75,6 +77,7 @@ class DataPlane:
         self.group_refs = GroupRefCache()
         self.pulse = Pulse(db)  # a stall in it spares silent members (groups.pulse)
         self.traffic = TrafficCounter()  # per-topic rates for the dashboard (topics.traffic)
+        self.delivery_triage = SlowDeliveryTriage.from_settings()  # None: off, nothing paid
         self.writer.subscribe(self.traffic.committed)
         self.traffic_flusher = TrafficFlusher(self.traffic, db.connection, settings.meter().flush_s)
         # Set when the server stops taking requests (the end of a SIGTERM drain): long-polls and
@@ -129,7 +132,9 @@ class DataPlane:
         """One pull, metered; ``previous``, the member's last pull in this request, says what
         it owned."""
         owned = None if previous is None else len(previous.partitions)
+        started_s = time.perf_counter()
         async with self.db.connection() as conn:
+            acquire_s = time.perf_counter() - started_s
             try:
                 pulled = await delivery.pull(conn, self.reader, ref, member_id, limit, owned)
             except (MemberNotFound, GroupTopicNotFound):
@@ -137,6 +142,11 @@ class DataPlane:
                 if fresh.id == ref.id:
                     raise
                 pulled = await delivery.pull(conn, self.reader, fresh, member_id, limit)
+        if self.delivery_triage is not None:
+            now_s = time.perf_counter()
+            self.delivery_triage.observe_pull(
+                environment_id, ref, member_id, pulled, acquire_s, now_s - started_s, now_s
+            )
         self.delivered(environment_id, [item.message for item in pulled.deliveries])
         self.traffic.consumed(pulled.ref.topic_id, len(pulled.deliveries))
         return pulled

@@ -67,6 +67,8 @@ class Pulled:
     wakeup: datetime | None  # the next lease expiry or due retry of those partitions
     session_timeout_ms: int  # of the member: a waiting consumer pulls again well within it
     full: bool = False  # the member holds maxInFlight messages: only an ack or nack makes room
+    lease_s: float = 0.0  # in PostgreSQL: leasing (and committing) the offsets
+    read_s: float = 0.0  # reading the leased messages (block cache, else S3)
 
 
 async def group_ref(conn: Conn, environment_id: str, topic: str, group: str) -> GroupRef:

@@ -9,6 +9,7 @@ the state, the redeliveries and fresh offsets planned and read here, the leases 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import replace
 from datetime import datetime
 from itertools import repeat
@@ -80,24 +81,35 @@ async def _pull(
     the caller left open on ``conn`` is committed first.
     """
     slots = min(max_messages, ref.partitions if owned is None else owned)
+    started_s = time.perf_counter()
     async with autocommit(conn):
         lease_ids = [new_lease_id() for _ in range(slots)]
         with metrics.db_statement("pull"):
             found = await _found(
                 await conn.execute(q.PULL, _pull_params(ref, member_id, max_messages, lease_ids))
             )
+        leased_s = time.perf_counter()
         ref = _with_settings(ref, member_id, found["settings"])
         leases = found["leases"]
         deliveries = [] if leases is None else await _read_leased(conn, reader, ref, found)
     if leases is None:
         return await _pull_in_transaction(conn, reader, ref, member_id, max_messages)
-    pulled = _pulled(ref, found, deliveries)
+    pulled = replace(
+        _pulled(ref, found, deliveries),
+        lease_s=leased_s - started_s,
+        read_s=time.perf_counter() - leased_s,
+    )
     if not found["starved"]:
         return pulled
     more = await _pull(
         conn, reader, ref, member_id, max_messages - len(deliveries), len(pulled.partitions)
     )
-    return replace(more, deliveries=deliveries + more.deliveries)
+    return replace(
+        more,
+        deliveries=deliveries + more.deliveries,
+        lease_s=pulled.lease_s + more.lease_s,
+        read_s=pulled.read_s + more.read_s,
+    )
 
 
 def _pull_params(ref: GroupRef, member_id: str, limit: int, lease_ids: list[str]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ threshold at 0 or unset there is no triage object at all (the writer checks for 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from core import settings
 from core.settings import TriageSettings
@@ -45,7 +45,7 @@ class SlowPublishTriage:
         self._in_window = 0
 
     @classmethod
-    def from_settings(cls, config: TriageSettings | None = None) -> SlowPublishTriage | None:
+    def from_settings(cls, config: TriageSettings | None = None) -> Self | None:
         """The process's triage, or None when the threshold is 0 or unset (nothing is paid)."""
         config = config or settings.triage()
         if config.slow_ms <= 0:
@@ -72,13 +72,8 @@ class SlowPublishTriage:
             "total_ms": round(total_s * 1000, 3),
             **{f"{name}_ms": value for name, value in phases_ms.items()},
             "messages": messages,
-            "suppressed": self.suppressed,
         }
-        log.warning("slow_publish", **tags, **fields)
-        if self.rows is not None:
-            self.rows.offer(Row(TABLE, tags, fields, time.time_ns() // 1_000_000))
-        self.recorded += 1
-        self.suppressed = 0
+        self._record("slow_publish", TABLE, tags, fields)
 
     def _admit(self, now_s: float) -> bool:
         """Whether this second's budget has room; counts the ones it has not."""
@@ -89,6 +84,17 @@ class SlowPublishTriage:
             return False
         self._in_window += 1
         return True
+
+    def _record(
+        self, event: str, table: str, tags: dict[str, str], fields: dict[str, float]
+    ) -> None:
+        """One log line and, with the series writer on, one row; the suppressed count restarts."""
+        fields = {**fields, "suppressed": self.suppressed}
+        log.warning(event, **tags, **fields)
+        if self.rows is not None:
+            self.rows.offer(Row(table, tags, fields, time.time_ns() // 1_000_000))
+        self.recorded += 1
+        self.suppressed = 0
 
 
 def _phases_ms(queued_s: float, clock: FlushClock, resumed_s: float) -> dict[str, float]:
