@@ -18,7 +18,8 @@ USAGE_HOURLY: Final = "queuecore_usage_hourly"
 CONSUMERS: Final = "queuecore_consumers"
 PRODUCERS: Final = "queuecore_producers"
 SLOW_PUBLISHES: Final = "queuecore_slow_publishes"  # written by the latency triage
-TABLES: Final = (GROUP_LAG, USAGE_HOURLY, CONSUMERS, PRODUCERS, SLOW_PUBLISHES)
+SLOW_DELIVERIES: Final = "queuecore_slow_deliveries"  # written by the latency triage
+TABLES: Final = (GROUP_LAG, USAGE_HOURLY, CONSUMERS, PRODUCERS, SLOW_PUBLISHES, SLOW_DELIVERIES)
 
 TENANT_TAGS: Final = ("organisation", "project", "environment")
 _TENANT_COLUMNS: Final = {

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from data_plane.delivery.model import GroupRef, Pulled
 from data_plane.write.triage import SlowPublishTriage
+from observability.series_rows import SLOW_DELIVERIES
 
-TABLE = "queuecore_slow_deliveries"
+TABLE = SLOW_DELIVERIES
 PHASES = ("acquire", "lease", "read", "other")
 
 
