@@ -16,14 +16,12 @@ rows twice (a lost commit acknowledgement: rare, and bounded by one flush).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from typing import Any, NamedTuple
 
 from billing import queries as q
+from core.flusher import Connect, PeriodicFlusher
 from observability.logging import get_logger
 
 log = get_logger("queuecore.billing")
@@ -101,61 +99,21 @@ class UsageMeter:
                 row[index] += value
 
 
-Connect = Callable[[], AbstractAsyncContextManager[Any]]
-
-
-class MeterFlusher:
+class MeterFlusher(PeriodicFlusher[HourlyUsage]):
     """The background task that writes a meter to ``usage_hourly``; one per API process."""
 
     def __init__(self, meter: UsageMeter, connect: Connect, interval_s: float) -> None:
+        super().__init__(meter, connect, interval_s, "usage-meter-flush")
         self.meter = meter
-        self._connect = connect
-        self._interval_s = interval_s
-        self._lock = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        """Flush every interval from now on."""
-        self._task = asyncio.create_task(self._run(), name="usage-meter-flush")
+    async def write(self, conn: Any, rows: list[HourlyUsage]) -> None:
+        """Add the rows to ``usage_hourly``."""
+        await write_hourly(conn, rows)
 
-    async def stop(self) -> None:
-        """Stop the task, then flush what is left (the shutdown flush)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        await self.flush_logged()
-
-    async def flush(self) -> int:
-        """Write everything counted so far; rows written. Raises (counts restored) on failure.
-
-        Serialised: a caller that must see its counts in the table (shutdown, tests) waits for
-        a flush in progress and then writes the rest.
-        """
-        async with self._lock:
-            rows = self.meter.take()
-            if not rows:
-                return 0
-            try:
-                async with self._connect() as conn:
-                    await write_hourly(conn, rows)
-            except BaseException:
-                self.meter.restore(rows)
-                raise
-            return len(rows)
-
-    async def flush_logged(self) -> None:
-        """:meth:`flush`, with a failure logged (the counts wait for the next flush)."""
-        try:
-            await self.flush()
-        except Exception as exc:
-            pending = len(self.meter.pending())
-            log.warning("usage_flush_failed", error=type(exc).__name__, pending_rows=pending)
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval_s)
-            await self.flush_logged()
+    def log_failure(self, error: Exception) -> None:
+        """Warn, with how many rows wait for the next flush."""
+        pending = len(self.meter.pending())
+        log.warning("usage_flush_failed", error=type(error).__name__, pending_rows=pending)
 
 
 async def write_hourly(conn: Any, rows: list[HourlyUsage]) -> None:

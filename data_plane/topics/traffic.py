@@ -11,16 +11,14 @@ meter does.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Iterable
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, Protocol
 
 from core.db import Conn
+from core.flusher import Connect, PeriodicFlusher
 from observability.logging import get_logger
 
 log = get_logger("queuecore.traffic")
@@ -109,58 +107,21 @@ class TrafficCounter:
             counts[1] += row.consumed
 
 
-Connect = Callable[[], AbstractAsyncContextManager[Any]]
-
-
-class TrafficFlusher:
+class TrafficFlusher(PeriodicFlusher[MinuteTraffic]):
     """The background task that adds a counter's counts to ``topic_traffic``."""
 
     def __init__(self, counter: TrafficCounter, connect: Connect, interval_s: float) -> None:
+        super().__init__(counter, connect, interval_s, "topic-traffic-flush")
         self.counter = counter
-        self._connect = connect
-        self._interval_s = interval_s
-        self._lock = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        """Flush every interval from now on."""
-        self._task = asyncio.create_task(self._run(), name="topic-traffic-flush")
+    async def write(self, conn: Any, rows: list[MinuteTraffic]) -> None:
+        """Add the rows and purge old ones."""
+        await conn.execute(UPSERT_TRAFFIC, columns(rows))
+        await conn.execute(PURGE_TRAFFIC, {"keep_s": KEEP_S})
 
-    async def stop(self) -> None:
-        """Stop the task, then flush what is left."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        await self.flush_logged()
-
-    async def flush(self) -> int:
-        """Write what was counted so far and purge old rows; rows written. Raises (counts
-        restored) on failure."""
-        async with self._lock:
-            rows = self.counter.take()
-            if not rows:
-                return 0
-            try:
-                async with self._connect() as conn:
-                    await conn.execute(UPSERT_TRAFFIC, columns(rows))
-                    await conn.execute(PURGE_TRAFFIC, {"keep_s": KEEP_S})
-            except BaseException:
-                self.counter.restore(rows)
-                raise
-            return len(rows)
-
-    async def flush_logged(self) -> None:
-        """:meth:`flush`, with a failure logged (the counts wait for the next flush)."""
-        try:
-            await self.flush()
-        except Exception as exc:
-            log.warning("topic_traffic_flush_failed", error=type(exc).__name__)
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval_s)
-            await self.flush_logged()
+    def log_failure(self, error: Exception) -> None:
+        """Warn; the counts wait for the next flush."""
+        log.warning("topic_traffic_flush_failed", error=type(error).__name__)
 
 
 def columns(rows: list[MinuteTraffic]) -> dict[str, list[Any]]:
