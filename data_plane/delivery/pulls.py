@@ -94,11 +94,7 @@ async def _pull(
         deliveries = [] if leases is None else await _read_leased(conn, reader, ref, found)
     if leases is None:
         return await _pull_in_transaction(conn, reader, ref, member_id, max_messages)
-    pulled = replace(
-        _pulled(ref, found, deliveries),
-        lease_s=leased_s - started_s,
-        read_s=time.perf_counter() - leased_s,
-    )
+    pulled = _pulled(ref, found, deliveries, leased_s - started_s, time.perf_counter() - leased_s)
     if not found["starved"]:
         return pulled
     more = await _pull(
@@ -147,8 +143,14 @@ def _with_settings(ref: GroupRef, member_id: str, settings: dict[str, Any] | Non
     )
 
 
-def _pulled(ref: GroupRef, found: dict[str, Any], deliveries: list[Delivery]) -> Pulled:
-    """What the caller gets: the deliveries, and what it needs to wait for more."""
+def _pulled(
+    ref: GroupRef,
+    found: dict[str, Any],
+    deliveries: list[Delivery],
+    lease_s: float = 0.0,
+    read_s: float = 0.0,
+) -> Pulled:
+    """What the caller gets: the deliveries, what it needs to wait for more, and the times."""
     wakeup = found["state"]["wakeup"]
     in_flight = int(found["state"]["in_flight"]) + len(deliveries)
     return Pulled(
@@ -158,6 +160,8 @@ def _pulled(ref: GroupRef, found: dict[str, Any], deliveries: list[Delivery]) ->
         None if wakeup is None else datetime.fromisoformat(wakeup),
         found["settings"]["session_timeout_ms"],
         full=in_flight >= ref.max_in_flight,
+        lease_s=lease_s,
+        read_s=read_s,
     )
 
 

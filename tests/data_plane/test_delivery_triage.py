@@ -16,10 +16,8 @@ from data_plane.delivery.triage import TABLE, SlowDeliveryTriage
 from data_plane.groups import service as groups
 from data_plane.runtime import DataPlane
 from observability.series import SeriesWriter
-from tests.data_plane.test_triage import AT_ONCE, Received, json_logs, new_target, one
+from tests.data_plane.test_triage import AT_ONCE, Received, new_target, one
 from tests.support.services import Services
-
-__all__ = ["json_logs"]  # the fixture, used by name below
 
 GET_DELAY_S = 0.4
 

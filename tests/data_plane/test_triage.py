@@ -7,23 +7,20 @@ import asyncio
 import io
 import json
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from benchmarks import phases
 from core import settings
 from core.db import async_pool
 from core.object_store import S3ObjectStore
-from core.settings import LogSettings, TriageSettings, WriterSettings
+from core.settings import TriageSettings, WriterSettings
 from data_plane.topics import service as topic_service
 from data_plane.write.segment import Message
 from data_plane.write.timing import FlushClock, PhaseTimings, percentile_us
 from data_plane.write.triage import TABLE, SlowPublishTriage
 from data_plane.write.writer import Entry, SegmentWriter, TopicTarget
-from observability.logging import configure as configure_logs
 from observability.series import Row, SeriesWriter
 from tests.data_plane.test_writer import SlowPuts
 from tests.support.services import Services
@@ -31,15 +28,6 @@ from tests.support.tenancy import new_organisation, run_in_tx
 
 AT_ONCE = WriterSettings(linger_ms=0, standard_linger_ms=150, max_segment_bytes=8 << 20)
 PUT_DELAY_S = 0.4
-
-
-@pytest.fixture
-def json_logs() -> Iterator[io.StringIO]:
-    """The process's log lines, as JSON, while the test runs (then back to stderr)."""
-    lines = io.StringIO()
-    configure_logs(LogSettings("INFO", "json"), stream=lines)
-    yield lines
-    configure_logs(LogSettings.from_env())
 
 
 def test_triage_settings_are_off_by_default_and_validated() -> None:
