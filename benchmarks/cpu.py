@@ -49,6 +49,24 @@ def _tree_cpu_s(pid: int, include_root: bool = True) -> float:
     return total
 
 
+def _run_delay_s(pid: int) -> dict[int, float]:
+    """Seconds each thread of ``pid``'s tree spent runnable but waiting for a CPU, by thread id
+    (the kernel's ``schedstat``; empty where it is not available)."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return {}
+    delays: dict[int, float] = {}
+    for proc in procs:
+        with contextlib.suppress(psutil.Error, OSError, ValueError):
+            for thread in proc.threads():
+                path = f"/proc/{proc.pid}/task/{thread.id}/schedstat"
+                with open(path) as schedstat:
+                    delays[thread.id] = int(schedstat.read().split()[1]) / 1e9
+    return delays
+
+
 def _kernel_s() -> dict[str, float]:
     """CPU seconds since boot the hypervisor took (steal) and soft interrupts used (softirq)."""
     times = psutil.cpu_times()
@@ -68,6 +86,9 @@ class CpuWatch:
     Two parts of ``others`` are told apart: ``w.steal_pct``, time the hypervisor gave another
     guest while this one wanted to run (outside anyone's control here), and ``w.softirq_pct``,
     soft interrupts, mostly the loopback traffic of the benchmark itself.
+    ``w.waited_pct`` is, per named tree, how long its threads were ready to run but waited for a
+    CPU (run-queue delay, summed over threads), as a share of the wall time: the contention a
+    latency tail comes from when every service shares the same cores.
     """
 
     def __init__(self, groups: dict[str, int] | None = None) -> None:
@@ -75,7 +96,9 @@ class CpuWatch:
         self.others_pct = self.steal_pct = self.softirq_pct = 0.0
         self.groups_pct: dict[str, float] = {}
         self.groups_cpu_s: dict[str, float] = {}  # CPU seconds of each named tree
+        self.waited_pct: dict[str, float] = {}
         self._start: dict[str, float] = {}
+        self._delays: dict[str, dict[int, float]] = {}
 
     def _sample(self) -> dict[str, float]:
         sample = {name: _tree_cpu_s(pid) for name, pid in self.groups.items()}
@@ -89,6 +112,7 @@ class CpuWatch:
         return sample
 
     def __enter__(self) -> CpuWatch:
+        self._delays = {name: _run_delay_s(pid) for name, pid in self.groups.items()}
         self._start = self._sample()
         return self
 
@@ -99,6 +123,12 @@ class CpuWatch:
         _tb: TracebackType | None,
     ) -> None:
         end = self._sample()
+        for name, pid in self.groups.items():
+            before, after = self._delays.get(name, {}), _run_delay_s(pid)
+            waited = sum(after[tid] - before[tid] for tid in after.keys() & before.keys())
+            self.waited_pct[name] = round(
+                waited / max(1e-9, end["wall"] - self._start["wall"]) * 100, 1
+            )
         delta = {key: end[key] - self._start[key] for key in end}
         capacity = delta["wall"] * (os.cpu_count() or 1)
         if capacity <= 0:
@@ -118,4 +148,5 @@ def shares(watch: CpuWatch) -> dict[str, Any]:
         "steal_cpu_pct": watch.steal_pct,
         "softirq_cpu_pct": watch.softirq_pct,
         "cpu_pct_by_process": watch.groups_pct,
+        "cpu_wait_pct_by_process": watch.waited_pct,
     }

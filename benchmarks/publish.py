@@ -90,6 +90,11 @@ def start_measured_stack(stack: Stack, reference_samples: int, results: dict[str
     results["reference"] = reference.measure(
         stack.s3.endpoint_url, stack.postgres.url, reference_samples
     ).as_dict()
+    _step("object store ingest: 4 PUTs of 256 KiB in flight, nothing else running")
+    assert stack.s3.process is not None
+    results["object_store_ingest"] = reference.object_store_ingest(
+        stack.s3.endpoint_url, stack.s3.process.pid
+    )
     _step(f"starting queuecore serve --workers {stack.workers}")
     stack.start_api()
     stack.create_tenant()

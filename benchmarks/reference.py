@@ -7,6 +7,7 @@ the machine the benchmark runs on instead of being a fixed number of millisecond
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import time
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
 import psycopg
 
 from core.object_store import ensure_bucket
@@ -90,10 +92,7 @@ def standard_linger() -> float | None:
 def _time_puts(endpoint: str, samples: int) -> list[float]:
     """PUTs through the client the segment writer uses (``core.s3_http``), one at a time."""
     ensure_bucket(endpoint, REFERENCE_BUCKET, None, None, "us-east-1")
-    client = S3HttpClient(
-        Endpoint.parse(endpoint, "us-east-1"),
-        SigV4Signer("us-east-1", lambda: Credentials("queuecore", "queuecore")),
-    )
+    client = _client(endpoint)
     body = secrets.token_bytes(OBJECT_BYTES)
     loop = asyncio.new_event_loop()
 
@@ -137,3 +136,67 @@ def _timed(operation: Callable[[int], None], samples: int, warmup: int = 20) -> 
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+INGEST_OBJECT_BYTES = 256 * 1024  # about what a batched flush writes
+INGEST_IN_FLIGHT = 4  # enough PUTs at once to keep SeaweedFS busy on every core here
+
+
+def object_store_ingest(endpoint: str, server_pid: int, seconds: float = 2.0) -> dict[str, Any]:
+    """What the object store alone can take on this machine, and its CPU per MB.
+
+    :data:`INGEST_IN_FLIGHT` PUTs of :data:`INGEST_OBJECT_BYTES` at a time for ``seconds``,
+    through the writer's client, with nothing else running. The server's CPU per MB bounds any
+    durable publish path that stores every byte there, whatever the API costs: a rate R MB/s
+    needs R x that much of the machine's cores for the object store alone.
+    """
+    ensure_bucket(endpoint, REFERENCE_BUCKET, None, None, "us-east-1")
+    body = secrets.token_bytes(INGEST_OBJECT_BYTES)
+    server = psutil.Process(server_pid)
+
+    def server_cpu_s() -> float:
+        total = 0.0
+        for proc in (server, *server.children(recursive=True)):
+            with contextlib.suppress(psutil.Error):
+                times = proc.cpu_times()
+                total += times.user + times.system
+        return total
+
+    async def run() -> int:
+        clients = [_client(endpoint) for _ in range(INGEST_IN_FLIGHT)]
+        stored = 0
+        deadline = time.monotonic() + seconds
+
+        async def writer(number: int, client: S3HttpClient) -> None:
+            nonlocal stored
+            index = 0
+            while time.monotonic() < deadline:
+                await client.put_object(REFERENCE_BUCKET, f"ingest/{number}/{index}", body)
+                index += 1
+                stored += len(body)
+
+        try:
+            await asyncio.gather(*(writer(n, c) for n, c in enumerate(clients)))
+        finally:
+            for client in clients:
+                client.close()
+        return stored
+
+    cpu_before, began = server_cpu_s(), time.monotonic()
+    stored = asyncio.run(run())
+    wall_s, cpu_s = time.monotonic() - began, server_cpu_s() - cpu_before
+    megabytes = stored / 1e6
+    return {
+        "mb_per_s": round(megabytes / wall_s, 1),
+        "object_bytes": INGEST_OBJECT_BYTES,
+        "in_flight": INGEST_IN_FLIGHT,
+        "server_cpu_ms_per_mb": round(cpu_s * 1000 / megabytes, 2) if megabytes else None,
+        "server_cores_used": round(cpu_s / wall_s, 2),
+    }
+
+
+def _client(endpoint: str) -> S3HttpClient:
+    return S3HttpClient(
+        Endpoint.parse(endpoint, "us-east-1"),
+        SigV4Signer("us-east-1", lambda: Credentials("queuecore", "queuecore")),
+    )

@@ -4,6 +4,7 @@ uvicorn's httptools protocol buffers a request head of any size and waits for it
 subclass refuses a head over :data:`MAX_HEAD_BYTES` or :data:`MAX_HEADER_FIELDS` fields with
 ``431 Request Header Fields Too Large`` and closes a connection whose head is not complete within
 :data:`HEAD_TIMEOUT_S` of the connection opening or the previous response ending (slowloris).
+It also writes each response in one syscall (:mod:`control_plane.coalesce`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import asyncio
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from control_plane.coalesce import CoalescingTransport
 
 MAX_HEAD_BYTES = 64 * 1024  # request line and headers
 MAX_HEADER_FIELDS = 200
@@ -39,8 +42,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._head_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        """Start the clock on the first head."""
+        """Start the clock on the first head; responses write through a
+        :class:`~control_plane.coalesce.CoalescingTransport` (one syscall per answer)."""
         super().connection_made(transport)
+        import os
+
+        if not os.environ.get("QC_NOCOALESCE"):
+            self.transport = CoalescingTransport(transport, self.loop)  # type: ignore[assignment]
         self._await_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
