@@ -174,7 +174,11 @@ class TopicRoute:
 class TopicDirectory:
     """Per-process cache of topic routes; a deleted topic is still refused at commit time.
 
-    Concurrent publishes to a topic that is not cached share one load of its route.
+    A route is used for at most ``ttl_s`` after its load started. Concurrent publishes to a topic
+    that is not cached share one load of its route; a route past half its time is reloaded in
+    the background while publishes go on using it, so a topic with steady traffic never has a
+    publish wait for its route (a load is three queries, and while it ran every publish to the
+    topic used to wait for it).
     """
 
     def __init__(self, pool: AsyncPool, ttl_s: float = ROUTE_TTL_S) -> None:
@@ -187,21 +191,35 @@ class TopicDirectory:
         """The route of an active topic, or :class:`TopicNotFound`."""
         where = (environment_id, name)
         cached = self._routes.get(where)
-        if cached is not None and cached[0] > time.monotonic():
-            return cached[1]
-        loading = self._loading.get(where)
-        if loading is None:
-            loading = asyncio.ensure_future(self._load(organisation_id, environment_id, name))
-            self._loading[where] = loading
-            loading.add_done_callback(functools.partial(self._loaded, where, time.monotonic()))
+        if cached is not None:
+            expires, route = cached
+            remaining = expires - time.monotonic()
+            if remaining > 0:
+                if remaining < self._ttl_s / 2 and where not in self._loading:
+                    self._load_soon(where, organisation_id)
+                return route
+        loading = self._loading.get(where) or self._load_soon(where, organisation_id)
         # Shielded: a publish that gives up does not cancel the load the others wait for.
         return await asyncio.shield(loading)
+
+    def _load_soon(
+        self, where: tuple[str, str], organisation_id: str
+    ) -> asyncio.Future[TopicRoute]:
+        environment_id, name = where
+        loading = asyncio.ensure_future(self._load(organisation_id, environment_id, name))
+        self._loading[where] = loading
+        loading.add_done_callback(functools.partial(self._loaded, where, time.monotonic()))
+        return loading
 
     def _loaded(self, where: tuple[str, str], now: float, done: asyncio.Future[TopicRoute]) -> None:
         if self._loading.get(where) is not done:
             return  # forgotten while loading: the answer may be stale, do not cache it
         del self._loading[where]
-        if done.cancelled() or done.exception() is not None:
+        if done.cancelled():
+            return
+        if isinstance(done.exception(), TopicNotFound):
+            self._routes.pop(where, None)  # deleted: the next publish is refused at once
+        if done.exception() is not None:
             return
         if len(self._routes) >= MAX_CACHED_ROUTES:
             self._routes.clear()
