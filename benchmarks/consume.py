@@ -26,7 +26,14 @@ from benchmarks.consume_report import render
 from benchmarks.consumer_client import PULLED, STREAMED, Acker
 from benchmarks.cpu import CpuWatch, shares
 from benchmarks.load import Latency, open_loop_stamped, payloads
-from benchmarks.publish import JSON_HEADERS, _step, run, run_benchmark, start_measured_stack
+from benchmarks.publish import (
+    JSON_HEADERS,
+    _step,
+    run,
+    run_benchmark,
+    start_measured_stack,
+    write_back,
+)
 from infra.embedded import HOST, free_port_block
 
 PEERS = ("redis", "rabbitmq")
@@ -339,6 +346,7 @@ async def _queuecore_phases(stack: Stack, cfg: Config) -> dict[str, Any]:
         _step(f"  p50 {_ms(out['e2e']['p50_ms'])}, p99 {_ms(out['e2e']['p99_ms'])}")
         _step(f"QueueCore pre-publishing {cfg.messages:,} messages in batches of {PUBLISH_BATCH}")
         prepublish_s = await prepublish(stack, cfg)
+        write_back()
         members = await _configure_group(client, DRAIN_TOPIC, DRAIN_GROUP, "earliest", cfg)
         _step(f"QueueCore consume+ack: {cfg.members} members pulling up to {cfg.pull_max}")
         with CpuWatch(stack.process_groups()) as watch:
