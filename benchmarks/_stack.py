@@ -169,6 +169,14 @@ class Stack:
             messages = conn.execute(STORED_MESSAGES, (topic,)).fetchone()
         return (int(objects[0]) if objects else 0, int(messages[0]) if messages else 0)
 
+    def object_bytes(self) -> int:
+        """Bytes of every committed segment object (what the object store was sent and kept)."""
+        with psycopg.connect(self.postgres.url) as conn:
+            row = conn.execute(
+                "SELECT coalesce(sum(size_bytes), 0) FROM segment_objects"
+            ).fetchone()
+        return int(row[0]) if row else 0
+
     def database_now(self) -> datetime:
         """PostgreSQL's clock, which stamps committed segment objects."""
         with psycopg.connect(self.postgres.url) as conn:

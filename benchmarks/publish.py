@@ -167,9 +167,14 @@ async def _throughput_phase(stack: Stack, topic: str, send: Any, cfg: Config) ->
     write_back()
     before = phases.settled(stack.serve_log)
     _, stored_before = stack.committed(topic)
+    bytes_before = stack.object_bytes()
     with CpuWatch(stack.process_groups()) as watch:
         result = (await closed_loop(send, cfg.clients, cfg.duration_s, cfg.warmup_s)).as_dict()
     _, stored_after = stack.settled(topic)
+    if stored_after > stored_before:  # segment bytes per message: after zstd, with block headers
+        result["object_bytes_per_msg"] = round(
+            (stack.object_bytes() - bytes_before) / (stored_after - stored_before), 1
+        )
     result["phases"] = phases.window(before, phases.settled(stack.serve_log))
     _result(result, watch, stored_after - stored_before)
     return result

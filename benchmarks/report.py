@@ -280,11 +280,14 @@ def _hardware_bound(results: dict[str, Any]) -> list[str]:
             f"{ingest['mb_per_s']:,.0f} MB/s using {ingest['server_cores_used']:g} cores, "
             f"{ingest['server_cpu_ms_per_mb']:g} ms of its CPU per MB"
         )
-        if redis.get("status") == "ok":
-            need = redis["batched"]["mb_per_s"] * ingest["server_cpu_ms_per_mb"] / 1000
+        per_msg = (_qc(results, "batched") or {}).get("object_bytes_per_msg")
+        if redis.get("status") == "ok" and per_msg:
+            stored_mb_per_s = redis["batched"]["msgs_per_s"] * per_msg / 1e6
+            need = stored_mb_per_s * ingest["server_cpu_ms_per_mb"] / 1000
             text += (
-                f"; at Redis Streams' batched rate ({redis['batched']['mb_per_s']:,.0f} MB/s) "
-                f"it alone would need {need:.2f} of the {cores} cores"
+                f"; at Redis Streams' batched rate ({redis['batched']['msgs_per_s']:,.0f} msg/s, "
+                f"{per_msg:,.0f} segment bytes per message after zstd: {stored_mb_per_s:,.0f} "
+                f"MB/s to store) it alone would need {need:.2f} of the {cores} cores"
             )
         notes.append(text)
     return notes
