@@ -4,7 +4,7 @@ Starts a private QueueCore stack, measures the reference cost of one flush, then
 latency publish → delivery on SSE streams at a fixed open-loop publish rate, and (2) consume+ack
 throughput of one group over a pre-published backlog, from the first pull until the group's lag
 is 0; then the same backlog drained from Redis Streams and a RabbitMQ quorum queue. Prints a
-markdown table against the targets of issue 5. See ``benchmarks/README.md``.
+markdown table against its targets. See ``benchmarks/README.md``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``python -m benchmarks.floor [--rate 1000] [--duration 15] [--json out]``
 
-Issue 5 asks for publish → delivery p99 ≤ 3x (one S3 PUT + one commit + linger), the reference
+The target for publish → delivery is p99 ≤ 3x (one S3 PUT + one commit + linger), the reference
 cost measured idle in the same run. This script measures how low any implementation could go on
 the run's own SeaweedFS and PostgreSQL, by doing *only* what the durability contract requires of
 every message and nothing else, in one uvloop process:

@@ -1,6 +1,6 @@
 """What idle consumers cost: ``python -m benchmarks.idle [--streams N] [--polls N] [--seconds S]``.
 
-Issue 5 asks that idle SSE streams and idle long-poll loops do not burn CPU. This starts a private
+Idle SSE streams and idle long-poll loops must not burn CPU. This starts a private
 stack, measures the API's CPU (the whole ``queuecore serve`` process tree) over a quiet window
 with no consumer at all, then again with ``streams`` open SSE streams and ``polls`` members
 long-polling (``waitMs`` 30 s) on a topic nobody publishes to, and prints both.

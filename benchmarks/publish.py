@@ -4,7 +4,7 @@ Starts a private QueueCore stack (embedded PostgreSQL, SeaweedFS S3, Redis, ``qu
 measures durable publish throughput, single-message rate, open-loop latency per latency class,
 S3 PUTs per 1,000 messages and API memory, measures the reference cost of one flush on the same
 services, then runs the peers (Redis Streams, RabbitMQ) one after the other, and prints a
-markdown table of ratios against the targets of issue 4. See ``benchmarks/README.md``.
+markdown table of ratios against the targets in ``benchmarks/README.md``. See ``benchmarks/README.md``.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ import psutil
 
 MIB = 1024 * 1024
 NOT_MEASURED = "—"
-SINGLE_CEILING_SHARE = 0.8  # issue 17: single-message publish against its ceiling
-EXPRESS_P99_MS = 10.0  # issue 17: express publish p99 at the open-loop rate
+SINGLE_CEILING_SHARE = 0.8  # target: single-message publish against its ceiling
+EXPRESS_P99_MS = 10.0  # target: express publish p99 at the open-loop rate
 PEER_LABELS = {
     ("redis", "batched"): "Redis Streams, appendfsync always, 100 XADD per pipeline",
     ("redis", "single"): "Redis Streams, appendfsync always, one XADD per round trip",
@@ -93,7 +93,7 @@ def _throughput_rows(results: dict[str, Any]) -> list[list[str]]:
 def _single_versus_ceiling(
     metric: str, ours: dict[str, Any] | None, results: dict[str, Any]
 ) -> list[str]:
-    """Issue 17: single-message publish ≥ 0.8x what PUT + commit allow its closed-loop clients."""
+    """Target: single-message publish ≥ 0.8x what PUT + commit allow its closed-loop clients."""
     ceiling = _ceiling_msgs_per_s(results)
     label = "its ceiling: clients ÷ (S3 PUT + commit, p50s of this run)"
     target = f"≥ {SINGLE_CEILING_SHARE:g}x"

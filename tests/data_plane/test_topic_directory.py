@@ -37,6 +37,12 @@ async def _topic(url: str, org: NewOrganisation) -> tuple[str, str, str]:
     return org.organisation.id, environment_id, topic.name
 
 
+@pytest.fixture
+def database(services: Services) -> tuple[str, NewOrganisation]:
+    """The test database's URL and a fresh organisation in it."""
+    return services.database_url, new_organisation(services.database_url, tier="pro")
+
+
 @dataclass
 class _Routes:
     """A fresh topic and a directory over its own pool."""
@@ -80,10 +86,9 @@ class _TopicsLocked:
 
 
 def test_a_route_is_reloaded_in_the_background_and_never_used_past_its_time(
-    services: Services,
+    database: tuple[str, NewOrganisation],
 ) -> None:
-    url = services.database_url
-    org = new_organisation(url, tier="pro")
+    url, org = database
 
     async def scenario() -> None:
         async with _routes(url, org) as routes:
@@ -113,10 +118,9 @@ def test_a_route_is_reloaded_in_the_background_and_never_used_past_its_time(
 
 
 def test_a_topic_deleted_meanwhile_is_refused_once_a_background_reload_finds_it_gone(
-    services: Services,
+    database: tuple[str, NewOrganisation],
 ) -> None:
-    url = services.database_url
-    org = new_organisation(url, tier="pro")
+    url, org = database
 
     async def scenario() -> None:
         async with _routes(url, org) as routes:
