@@ -14,7 +14,7 @@ from litestar.types import ControllerRouterHandler
 
 from control_plane.auth import key_authentication
 from control_plane.dashboard import dashboard_route_handlers, dashboard_templates
-from control_plane.edge import nul_guard_middleware
+from control_plane.edge import edge_guard_middleware
 from control_plane.errors import EXCEPTION_HANDLERS
 from control_plane.health import HealthController
 from control_plane.openapi_errors import document_errors
@@ -51,7 +51,7 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
         on_startup=[document_errors],  # before the OpenAPI document is first served
         exception_handlers=EXCEPTION_HANDLERS,
         before_send=[add_request_id_header],
-        middleware=[request_id_middleware, nul_guard_middleware],
+        middleware=[request_id_middleware, edge_guard_middleware],
         plugins=tracing_plugins(),
         openapi_config=OpenAPIConfig(
             title="QueueCore API",

@@ -16,6 +16,7 @@ from litestar.params import Body, FromPath, QueryParameter
 
 from control_plane.auth import auth_context
 from control_plane.sse import EventStream, comment, event, events, retry_field
+from core import db, settings
 from core.errors import QueueCoreError
 from core.wire_types import INTEGER_MAX, Int64, NonNegative64, Partition, Text
 from data_plane import delivery
@@ -214,6 +215,7 @@ class ConsumeController(Controller):
         with data_plane.listener.watch(ref.topic_id) as watch:
             while True:
                 watch.event.clear()
+                _new_round()
                 pulled = await data_plane.pull(
                     auth_context(request).environment_id, ref, member_id, data.max_messages, pulled
                 )
@@ -380,6 +382,7 @@ async def _events(
                         break
                 look_again = False
                 watch.event.clear()
+                _new_round()
                 pulled = await data_plane.pull(
                     environment_id, pulled.ref, member_id, STREAM_BATCH, pulled
                 )
@@ -397,6 +400,11 @@ async def _events(
             if not pulled.deliveries:
                 yield comment("keepalive")
     yield _error_event("SERVICE_UNAVAILABLE", "server shutting down, reconnect")
+
+
+def _new_round() -> None:
+    """Each pull of a long poll or a stream gets the whole request budget for PostgreSQL."""
+    db.rearm(db.request_budget_s(settings.database()))
 
 
 def _error_event(code: str, message: str) -> bytes:

@@ -1,8 +1,12 @@
-"""The edge guard: a NUL character in a request's path or query never reaches a handler.
+"""The edge guard, first on every routed request.
 
-PostgreSQL text cannot hold NUL, so no name or id with one can exist: a path carrying one is a
-404, a query parameter carrying one is a validation error. Bodies are checked by their schemas
-(see :mod:`core.wire_types`).
+A NUL character in a request's path or query never reaches a handler: PostgreSQL text cannot
+hold NUL, so no name or id with one can exist; a path carrying one is a 404, a query parameter
+carrying one is a validation error. Bodies are checked by their schemas (see
+:mod:`core.wire_types`).
+
+Every request's waits on PostgreSQL are bounded from here on by the request's
+:func:`core.db.deadline` (``QUEUECORE_DATABASE_REQUEST_TIMEOUT_MS``, docs/faults.md).
 """
 
 from __future__ import annotations
@@ -10,16 +14,20 @@ from __future__ import annotations
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.types import ASGIApp, Receive, Scope, Send
 
+from core import db, settings
+
 _NUL_IN_QUERY = (b"%00", b"\x00")
 
 
-def nul_guard_middleware(app: ASGIApp) -> ASGIApp:
-    """Refuse a routed request whose path or query holds a NUL character."""
+def edge_guard_middleware(app: ASGIApp) -> ASGIApp:
+    """Refuse a routed request whose path or query holds a NUL character; bound its waits on
+    PostgreSQL."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             _check(scope)
-        await app(scope, receive, send)
+        with db.deadline(db.request_budget_s(settings.database())):  # settings are cached
+            await app(scope, receive, send)
 
     return middleware
 

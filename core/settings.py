@@ -103,6 +103,7 @@ class DatabaseSettings:
     pool_min: int
     pool_max: int
     statement_timeout_ms: int = 5_000  # the API's statements; 0: none (docs/faults.md)
+    request_timeout_ms: int = 7_000  # all of one API request's waits on PostgreSQL; 0: none
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> DatabaseSettings:
@@ -113,6 +114,7 @@ class DatabaseSettings:
             pool_min=_int("DATABASE_POOL_MIN", 1, 0, 100, env),
             pool_max=_int("DATABASE_POOL_MAX", 10, 1, 500, env),
             statement_timeout_ms=_int("DATABASE_STATEMENT_TIMEOUT_MS", 5_000, 0, 3_600_000, env),
+            request_timeout_ms=_int("DATABASE_REQUEST_TIMEOUT_MS", 7_000, 0, 3_600_000, env),
         )
 
 
