@@ -28,8 +28,12 @@ ANOMALIES = (
     "committed_offset_moved_back",
     "poll_skip",
     "non_monotonic_poll",
+    "slow_answer",
 )
 EXACTLY_ONCE = "exactly-once"
+ANSWER_BOUND_S = 10.0  # docs/faults.md: QUEUECORE_DATABASE_REQUEST_TIMEOUT_MS + _WRITER_RESOLVE_MS
+CLIENT_SLACK_S = 1.0  # the workload's own event loop, on a loaded machine
+UNTIMED = frozenset({"topic", "final", "fault"})  # set-up, ground truth, the nemesis
 
 Slot = tuple[str, int, int]  # topic, partition, offset
 Stored = tuple[str, int]  # payload id, attempt
@@ -88,6 +92,7 @@ def check(events: Iterable[dict[str, Any]]) -> Report:
     check_committed_offsets(ops, report)
     check_polls(ops, report)
     check_committed_were_delivered(ops, report)
+    check_answer_times(ops, report)
     return report
 
 
@@ -294,6 +299,27 @@ def check_committed_were_delivered(ops: list[Op], report: Report) -> None:
             missing = sorted(set(range(first, committed)) - seen[key])
             if missing:
                 report.add("poll_skip", at=list(key), never_delivered=missing[:20])
+
+
+def check_answer_times(ops: list[Op], report: Report) -> None:
+    """Every request is answered within the documented bound (a long poll: plus its wait),
+    unless an API replica was frozen or down meanwhile (a stopped server bounds nothing)."""
+    api_faults = [
+        (op.invoke_s, op.complete_s if op.complete_s is not None else float("inf"))
+        for op in of_kind(ops, "fault")
+        if op.get("target") == "api"
+    ]
+    for op in ops:
+        if op.op in UNTIMED or op.complete_s is None or op.get("via") == "sse":
+            continue
+        if any(begin <= op.complete_s and op.invoke_s <= end for begin, end in api_faults):
+            continue
+        report.checked["timedAnswers"] += 1
+        took_s = op.complete_s - op.invoke_s
+        slowest_ms = report.checked["slowestAnswerMs"]
+        report.checked["slowestAnswerMs"] = max(slowest_ms, round(took_s * 1000))
+        if took_s > ANSWER_BOUND_S + op.get("waitMs", 0) / 1000 + CLIENT_SLACK_S:
+            report.add("slow_answer", op=op.id, kind=op.op, took_s=round(took_s, 2))
 
 
 __all__ = ["ANOMALIES", "FAIL", "OK", "UNKNOWN", "Report", "check"]

@@ -34,11 +34,15 @@ from infra.embedded import (
     die_with_parent,
     free_port_block,
 )
+from tests.faults.history import OK, Recorder
 from tests.support.processes import http_status, wait_for
 from tests.support.services import Services
 
 TARGET_KINDS = ("api", "s3", "postgres", "redis")
 FAULT_KINDS = ("kill", "freeze")
+STATEMENT_TIMEOUT_S = 5.0  # the replicas' QUEUECORE_DATABASE_STATEMENT_TIMEOUT_MS (the default)
+LONG_FREEZE_S = (STATEMENT_TIMEOUT_S + 2.0, STATEMENT_TIMEOUT_S + 7.0)  # PostgreSQL cannot
+# time out its own statements while stopped: only the client's bounds end these waits
 
 
 class Target(Protocol):
@@ -225,6 +229,8 @@ class Nemesis:
     seed: int
     kinds: tuple[str, ...] = TARGET_KINDS  # the target kinds to break, in turn
     done: list[Fault] = field(default_factory=list)
+    _postgres_faults: int = 0
+    recorder: Recorder | None = None  # faults go into the history too (the checker's bounds)
 
     def run(self, faults: int, duration_s: float, clock: Callable[[], float]) -> None:
         """Inject ``faults`` faults spread over ``duration_s``, every target kind in turn."""
@@ -255,20 +261,40 @@ class Nemesis:
         root = target.root()
         if root is None:
             return
-        started, down_s = clock(), rng.uniform(1.0, 4.0)
+        fault, down_s = self._shape(kind, fault, rng)
+        started = clock()
+        op = self._record(kind, target.name, fault)
         if fault == "freeze":
             reached = signal_tree(root, signal.SIGSTOP)
             time.sleep(down_s)
             signal_tree(root, signal.SIGCONT)
-            self.done.append(Fault(f"{kind}:{target.name}", fault, started, down_s, 0, reached))
-            return
-        reached = signal_tree(root, signal.SIGKILL)
-        _reap(root)
-        time.sleep(down_s)
-        began = time.monotonic()
-        _restart(target)
-        restart_s = time.monotonic() - began
+            restart_s = 0.0
+        else:
+            reached = signal_tree(root, signal.SIGKILL)
+            _reap(root)
+            time.sleep(down_s)
+            began = time.monotonic()
+            _restart(target)
+            restart_s = time.monotonic() - began
+        if op is not None and self.recorder is not None:
+            self.recorder.complete(op, OK)
         self.done.append(Fault(f"{kind}:{target.name}", fault, started, down_s, restart_s, reached))
+
+    def _shape(self, kind: str, fault: str, rng: random.Random) -> tuple[str, float]:
+        """The fault and how long it lasts: 1-4 s, but every other PostgreSQL fault, the
+        first included, is a freeze longer than the statement timeout."""
+        down_s = rng.uniform(1.0, 4.0)
+        if kind != "postgres":
+            return fault, down_s
+        self._postgres_faults += 1
+        if self._postgres_faults % 2 == 1:
+            return "freeze", rng.uniform(*LONG_FREEZE_S)
+        return fault, down_s
+
+    def _record(self, kind: str, name: str, fault: str) -> int | None:
+        if self.recorder is None:
+            return None
+        return self.recorder.invoke("fault", "nemesis", target=kind, name=name, fault=fault)
 
     def by_kind(self) -> dict[str, int]:
         """Faults injected, by ``target kind:fault`` (e.g. ``postgres:kill``)."""

@@ -49,7 +49,7 @@ def run(
         config = Config(seed=seed, producers=producers, min_ops=min_ops)
         urls = [api.url for api in cluster.apis]
         workload = Workload(urls, org.keys["production"].secret, recorder, config)
-        nemesis = Nemesis(cluster, seed, targets)
+        nemesis = Nemesis(cluster, seed, targets, recorder=recorder)
         _drive(workload, nemesis, faults, duration_s)
     finally:
         cluster.stop()

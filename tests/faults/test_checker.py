@@ -100,6 +100,8 @@ def test_a_healthy_history_has_no_anomaly() -> None:
         "committedOffsetReads": 2,
         "pollSteps": 2,
         "committedOffsetsDelivered": 2,
+        "timedAnswers": 8,
+        "slowestAnswerMs": 1000,
     }
 
 
@@ -276,6 +278,36 @@ def test_a_member_going_back_is_a_non_monotonic_poll(again: int) -> None:
     h.deliver("eo", "c1", [(again, ["k1", "k2"][again], 1)])
     h.final("eo", [(0, "k1", 1), (1, "k2", 1)])
     assert names(h) == {"non_monotonic_poll"}
+
+
+def test_an_answer_slower_than_the_documented_bound_is_reported() -> None:
+    h = History()
+    h.publish("alo", ["m1"], [0])
+    h.events[-1]["time"] += 20  # answered 21 s after it was sent
+    h.time_s += 20
+    h.final("alo", [(0, "m1", 1)])
+    report = check(h.events)
+    assert names(h) == {"slow_answer"}
+    assert report.anomalies["slow_answer"][0]["kind"] == "publish"
+
+
+def test_a_slow_answer_while_an_api_replica_was_stopped_is_not_the_servers_bound() -> None:
+    h = History()
+    fault = {"type": "invoke", "id": 800, "op": "fault", "process": "nemesis"}
+    h.events.append(fault | {"time": h.time_s + 1.5, "target": "api", "fault": "freeze"})
+    h.publish("alo", ["m1"], [0])
+    h.events[-1]["time"] += 20  # answered 21 s later: the replica was frozen meanwhile
+    h.events.append({"type": "complete", "id": 800, "outcome": OK, "time": h.time_s + 19})
+    h.time_s += 20
+    h.final("alo", [(0, "m1", 1)])
+    assert names(h) == set()
+
+
+def test_a_long_poll_may_take_its_wait_on_top_of_the_bound() -> None:
+    h = healthy()
+    h.time_s += 10.5
+    h.op("deliver", "c1", OK, {"topic": "alo", "group": "g", "via": "pull", "waitMs": 1000})
+    assert names(h) == set()
 
 
 def test_every_anomaly_name_is_covered_by_a_test_above() -> None:

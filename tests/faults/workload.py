@@ -28,6 +28,7 @@ EO, ALO = "faults.eo", "faults.alo"
 DELIVERY = {EO: "exactly-once", ALO: "at-least-once"}
 PARTITIONS = 3
 MAX_ATTEMPTS = 4
+PULL_WAIT_MS = 1000
 
 
 def payload_id(keyed: bool, producer: int, seq: int) -> str:
@@ -47,7 +48,7 @@ class Config:
     seed: int = 13
     producers: int = 4
     min_ops: int = 0  # producers go on after the fault period until this many are recorded
-    request_timeout_s: float = 5.0
+    request_timeout_s: float = 20.0  # above the server's bound: the checker times answers
     batch_ratio: float = 0.3
     keyed_ratio: float = 0.7
     nack_ratio: float = 0.03
@@ -209,10 +210,11 @@ class Workload:
             await member.heartbeat_if_due()
             path = f"{member.base}/members/{member.member_id}/pull"
             op = self.recorder.invoke(
-                "deliver", member.process, topic=topic, group=member.group, via="pull"
-            )
+                "deliver", member.process, topic=topic, group=member.group, via="pull",
+                waitMs=PULL_WAIT_MS,
+            )  # fmt: skip
             outcome, response, reason = await self.call(
-                member.replica, "POST", path, {"maxMessages": 50, "waitMs": 1000}
+                member.replica, "POST", path, {"maxMessages": 50, "waitMs": PULL_WAIT_MS}
             )
             messages = _messages(response) if outcome == OK else []
             self.recorder.complete(op, outcome, messages=messages, status=reason)
