@@ -28,6 +28,7 @@ ANOMALIES = (
     "committed_offset_moved_back",
     "poll_skip",
     "non_monotonic_poll",
+    "attempt_went_back",
     "slow_answer",
 )
 EXACTLY_ONCE = "exactly-once"
@@ -92,6 +93,7 @@ def check(events: Iterable[dict[str, Any]]) -> Report:
     check_committed_offsets(ops, report)
     check_polls(ops, report)
     check_committed_were_delivered(ops, report)
+    check_attempts(ops, report)
     check_answer_times(ops, report)
     return report
 
@@ -299,6 +301,27 @@ def check_committed_were_delivered(ops: list[Op], report: Report) -> None:
             missing = sorted(set(range(first, committed)) - seen[key])
             if missing:
                 report.add("poll_skip", at=list(key), never_delivered=missing[:20])
+
+
+def check_attempts(ops: list[Op], report: Report) -> None:
+    """A message delivered again carries a higher attempt than every earlier delivery of it in
+    its group. Only a pull sent after the earlier delivery was received is compared: its lease
+    is certainly the later one (a stream's events are stamped when the client reads them)."""
+    seen: dict[tuple[str, str, int, int], list[tuple[float, int]]] = defaultdict(list)
+    for op, msg in _delivered(ops):
+        slot = (op.get("topic"), op.get("group"), msg["partition"], msg["offset"])
+        seen[slot].append((op.complete_s or op.invoke_s, msg["attempt"]))
+    for op, msg in _delivered(ops):
+        if op.get("via") != "pull":
+            continue
+        slot = (op.get("topic"), op.get("group"), msg["partition"], msg["offset"])
+        earlier = [attempt for received_s, attempt in seen[slot] if received_s < op.invoke_s]
+        report.checked["attemptsCompared"] += len(earlier)
+        if earlier and msg["attempt"] <= max(earlier):
+            report.add(
+                "attempt_went_back", op=op.id, at=list(slot), was=max(earlier),
+                now=msg["attempt"],
+            )  # fmt: skip
 
 
 def check_answer_times(ops: list[Op], report: Report) -> None:
