@@ -177,6 +177,9 @@ class HttpSettings:
     port: int
     workers: int
     public_url: str
+    max_connections: int = 4096  # per server process (control_plane.http_limits)
+    max_connections_per_address: int = 256  # per client address that is not a trusted proxy
+    body_timeout_s: int = 30  # from the end of a request's head to the end of its body
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> HttpSettings:
@@ -189,6 +192,11 @@ class HttpSettings:
             port=port,
             workers=_int("HTTP_WORKERS", 2, 1, 64, env),
             public_url=_env("PUBLIC_URL", default_public, env) or default_public,
+            max_connections=_int("HTTP_MAX_CONNECTIONS", 4096, 1, 1_000_000, env),
+            max_connections_per_address=_int(
+                "HTTP_MAX_CONNECTIONS_PER_ADDRESS", 256, 1, 1_000_000, env
+            ),
+            body_timeout_s=_int("HTTP_BODY_TIMEOUT_S", 30, 1, 3600, env),
         )
 
 
