@@ -13,6 +13,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from litestar.types import ControllerRouterHandler
 
 from control_plane.auth import key_authentication
+from control_plane.bodies import ApiRequest
 from control_plane.dashboard import dashboard_route_handlers, dashboard_templates
 from control_plane.edge import edge_guard_middleware
 from control_plane.errors import EXCEPTION_HANDLERS
@@ -50,6 +51,7 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
         dependencies=runtime.dependencies(),
         on_startup=[document_errors],  # before the OpenAPI document is first served
         exception_handlers=EXCEPTION_HANDLERS,
+        request_class=ApiRequest,  # JSON bodies only as JSON, with unique keys
         before_send=[add_request_id_header],
         middleware=[request_id_middleware, edge_guard_middleware],
         plugins=tracing_plugins(),

@@ -16,6 +16,7 @@ from litestar.datastructures import Cookie
 from litestar.di import NamedDependency
 from litestar.handlers.base import BaseRouteHandler
 
+from control_plane.bodies import SIGN_IN_FORM_MAX_BYTES
 from control_plane.dashboard.pages import (
     PREFIX,
     current_session,
@@ -49,6 +50,7 @@ from tenants.sessions import CsrfFailed, NewSession
 log = get_logger("queuecore.dashboard.auth")
 FORM_COOKIE = "qc_form_csrf"
 FORM_TOKEN_BYTES = 32
+MIN_FORM_TOKEN_CHARS, MAX_FORM_TOKEN_CHARS = 40, 64  # what form_token hands out (43)
 
 
 def form_cookie(token: str) -> Cookie:
@@ -66,16 +68,21 @@ def form_cookie(token: str) -> Cookie:
 def form_token(request: Request[Any, Any, Any]) -> str:
     """The browser's form token, or a new one when it has none."""
     token = request.cookies.get(FORM_COOKIE, "")
-    return token if 40 <= len(token) <= 64 else secrets.token_urlsafe(FORM_TOKEN_BYTES)
+    fits = MIN_FORM_TOKEN_CHARS <= len(token) <= MAX_FORM_TOKEN_CHARS
+    return token if fits else secrets.token_urlsafe(FORM_TOKEN_BYTES)
 
 
 async def require_form_csrf(
     connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler | None = None
 ) -> None:
-    """Guard: the form echoes the token of its cookie (403 ``CSRF_FAILED`` otherwise)."""
+    """Guard: the form echoes the token of its cookie (403 ``CSRF_FAILED`` otherwise). The
+    cookie is checked first: without one the body is never read, and with one it is read within
+    the sign-in forms' small limit."""
     cookie = connection.cookies.get(FORM_COOKIE, "")
-    posted = await form_field(connection, CSRF_FIELD) or ""
-    if not cookie or not hmac.compare_digest(cookie.encode(), posted.encode()):
+    if not MIN_FORM_TOKEN_CHARS <= len(cookie) <= MAX_FORM_TOKEN_CHARS:
+        raise CsrfFailed
+    posted = await form_field(connection, CSRF_FIELD, SIGN_IN_FORM_MAX_BYTES) or ""
+    if not hmac.compare_digest(cookie.encode(), posted.encode()):
         raise CsrfFailed
 
 

@@ -12,6 +12,7 @@ from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath
 
+from control_plane.bodies import read_form
 from control_plane.dashboard.pages import env_path, field, form_fields, page, redirect
 from control_plane.dashboard.scope import environment
 from control_plane.dashboard.topic_page import SEND_FORM_DEFAULTS, render_topic
@@ -133,8 +134,7 @@ async def send_form(request: Request[Any, Any, Any]) -> dict[str, str]:
     as for the API), the others cut as every dashboard field is."""
     fields = await form_fields(request)
     form = {key: field(fields, key, strip=False) for key in SEND_FORM_DEFAULTS}
-    data = (await request.form()).get("data")
-    form["data"] = data if isinstance(data, str) else ""
+    form["data"] = ((await read_form(request)).get("data") or [""])[0]
     return form
 
 

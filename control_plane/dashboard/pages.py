@@ -15,6 +15,7 @@ from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.response import Redirect, Template
 from litestar.template import TemplateConfig
 
+from control_plane.bodies import read_form
 from control_plane.sessions import session_of
 from tenants.access import ACTIONS, EnvironmentAccess
 from tenants.sessions import Session, SessionRequired
@@ -135,12 +136,10 @@ def env_path(environment_id: str, *parts: str) -> str:
 
 
 async def form_fields(request: Request[Any, Any, Any]) -> dict[str, list[str]]:
-    """Every field of a posted form, values cut to :data:`MAX_FIELD_CHARS`."""
-    form = await request.form()
-    return {
-        key: [value[:MAX_FIELD_CHARS] for value in form.getall(key) if isinstance(value, str)]
-        for key in form
-    }
+    """Every field of a posted form (read within limits: :func:`read_form`), values cut to
+    :data:`MAX_FIELD_CHARS`."""
+    form = await read_form(request)
+    return {key: [value[:MAX_FIELD_CHARS] for value in values] for key, values in form.items()}
 
 
 def field(fields: dict[str, list[str]], name: str, *, strip: bool = True) -> str:
