@@ -138,8 +138,12 @@ def session_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Session:
     return session
 
 
-SIGNUP_POLICY = ThrottlePolicy(
-    max_failures_per_account=5, max_failures_per_address=20, window_ms=3600 * 1000
+SIGNUP_POLICY = ThrottlePolicy(  # every sign-up counts: 5 an hour per email, 20 per address
+    max_failures_per_account_and_address=5,
+    max_failures_per_address=20,
+    window_ms=3600 * 1000,
+    max_failures_per_account=5,
+    account_window_ms=3600 * 1000,
 )
 _SIGNUP_THROTTLE_STATE = "signup_throttle"
 
