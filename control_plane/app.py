@@ -19,6 +19,7 @@ from control_plane.edge import edge_guard_middleware
 from control_plane.errors import EXCEPTION_HANDLERS
 from control_plane.health import HealthController
 from control_plane.openapi_errors import document_errors
+from control_plane.openapi_rules import document_rules
 from control_plane.rate_limit import rate_limiting
 from control_plane.request_id import add_request_id_header, request_id_middleware
 from control_plane.resources import Runtime
@@ -49,7 +50,7 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
         template_config=dashboard_templates(),
         lifespan=[runtime.lifespan, rate_limiting, key_authentication],
         dependencies=runtime.dependencies(),
-        on_startup=[document_errors],  # before the OpenAPI document is first served
+        on_startup=[document_errors, document_rules],  # before the document is first served
         exception_handlers=EXCEPTION_HANDLERS,
         request_class=ApiRequest,  # JSON bodies only as JSON, with unique keys
         before_send=[add_request_id_header],

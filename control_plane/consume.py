@@ -18,9 +18,11 @@ from control_plane.auth import auth_context
 from control_plane.sse import EventStream, comment, event, events, retry_field
 from core import db, settings
 from core.errors import QueueCoreError
-from core.wire_types import INTEGER_MAX, Int64, NonNegative64, Partition, Text
+from core.wire_types import INTEGER_MAX, NonNegative64, Partition, Text
 from data_plane import delivery
 from data_plane.delivery import AckRejected, Delivery, GroupRef, Pulled
+from data_plane.delivery.acks import MAX_EXTEND_S
+from data_plane.groups.schemas import RetryDelay
 from data_plane.groups.service import (
     HEARTBEAT_DIVISOR,
     RETRY_DELAY_MS,
@@ -55,14 +57,14 @@ class NackRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
 
     ack_id: Text
     error: Annotated[Text, msgspec.Meta(max_length=4096)] = ""
-    retry_delay: Text | Int64 | None = None
+    retry_delay: RetryDelay | None = None
 
 
 class ExtendRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``POST …/extend``: more time for long work."""
 
     ack_ids: Annotated[list[Text], msgspec.Meta(min_length=1, max_length=10_000)]
-    seconds: Int64
+    seconds: Annotated[int, msgspec.Meta(ge=1, le=MAX_EXTEND_S)]
 
 
 class SeekRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):

@@ -18,11 +18,24 @@ from urllib.parse import SplitResult, urlsplit
 import httpx
 import idna
 
+from core.wire_types import range_pattern
+
 MAX_URL_LENGTH = 2048
 MAX_HOST_LENGTH = 253
 MAX_LABEL_LENGTH = 63
 SCHEMES = ("http", "https")
 DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+_LABEL = r"[A-Za-z0-9]{1,20}(?:-[A-Za-z0-9]{1,20}){0,2}"
+_LAST_LABEL = r"[A-Za-z][A-Za-z0-9]{0,19}(?:-[A-Za-z0-9]{1,20}){0,2}"  # not a number: a name
+URL_PATTERN = (
+    rf"^[Hh][Tt][Tt][Pp][Ss]?://(?:{_LABEL}\.){{0,3}}{_LAST_LABEL}"
+    rf"(?::{range_pattern(1, 65535)})?(?:[/?#][!-~]*)?$"
+)
+"""A pattern of URLs that :func:`canonical_url` always accepts, for the OpenAPI document: plain
+host names of up to four labels, then any printable path and query. The server accepts more (IP
+addresses, international names, credentials), each checked as the module says."""
 
 
 class BadEndpointUrl(ValueError):

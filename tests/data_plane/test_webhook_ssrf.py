@@ -10,9 +10,12 @@ from __future__ import annotations
 from ipaddress import ip_address
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.errors import ValidationFailed
 from data_plane.deadletters import alerts
+from data_plane.deadletters.endpoint_urls import URL_PATTERN, canonical_url
 
 REFUSED = {
     "6to4 loopback": "2002:7f00:1::",
@@ -96,3 +99,9 @@ def test_the_stored_url_is_the_canonical_one_the_delivery_uses() -> None:
     assert alerts.check_url("http://hooks.example.com.:8080", allow_private=False) == (
         "http://hooks.example.com:8080/"
     )
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(url=st.from_regex(URL_PATTERN, fullmatch=True))
+def test_every_url_the_document_promises_is_accepted(url: str) -> None:
+    assert alerts.check_url(url, allow_private=True) == canonical_url(url)
