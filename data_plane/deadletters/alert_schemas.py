@@ -13,9 +13,7 @@ from data_plane.deadletters.endpoint_urls import MAX_URL_LENGTH, URL_PATTERN
 # which URLs it certainly accepts.
 EndpointUrl = Annotated[
     str,
-    msgspec.Meta(
-        extra_json_schema={"pattern": URL_PATTERN, "maxLength": MAX_URL_LENGTH}
-    ),
+    msgspec.Meta(extra_json_schema={"pattern": URL_PATTERN, "maxLength": MAX_URL_LENGTH}),
 ]
 
 
