@@ -138,10 +138,10 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if len(self.headers) >= MAX_HEADER_FIELDS:
             self._refuse(431, "REQUEST_HEADERS_TOO_LARGE", "The request has over 200 headers")
             raise _HeadRefused
-        lowered = name.lower()
+        super().on_header(name, value)
+        lowered = self.headers[-1][0]  # uvicorn's own lower-cased copy: no second pass
         if lowered == b"transfer-encoding" or (lowered == b"content-length" and value != b"0"):
             self._expects_body = True
-        super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
         """The head is in: the body's clock starts, if a body follows."""
