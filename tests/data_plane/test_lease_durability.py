@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import signal
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import psycopg
@@ -23,12 +24,11 @@ from core.db import Conn, async_pool
 from data_plane.groups import service as groups
 from data_plane.runtime import DataPlane
 from data_plane.topics import service as topic_service
-from infra import migrate
-from infra.embedded import EmbeddedPostgres, free_port_block
+from infra.embedded import EmbeddedPostgres
 from observability.object_store import metered_store
 from tests.data_plane.test_writer import entries
 from tests.faults.cluster import signal_tree
-from tests.support.services import Services, unavailable
+from tests.support.services import Services, dedicated_postgres
 from tests.support.tenancy import new_organisation, run_in_tx
 
 ACK_TIMEOUT_MS = 1_000
@@ -36,20 +36,11 @@ ACK_TIMEOUT_MS = 1_000
 
 @pytest.fixture
 def postgres(services: Services, tmp_path: Path) -> Iterator[EmbeddedPostgres]:
-    server = EmbeddedPostgres(tmp_path / "postgres", tmp_path / "logs", free_port_block())
-    try:
-        server.start()
-        migrate.apply(server.url)
+    with dedicated_postgres(tmp_path) as server:
         with psycopg.connect(server.url, autocommit=True) as conn:
             conn.execute("ALTER SYSTEM SET wal_writer_delay = '10s'")
             conn.execute("SELECT pg_reload_conf()")
-    except Exception as exc:
-        server.stop()
-        unavailable(f"a dedicated PostgreSQL: {exc}")
-    try:
         yield server
-    finally:
-        server.stop()
 
 
 def crash(postgres: EmbeddedPostgres) -> None:
@@ -76,30 +67,20 @@ def test_what_a_member_received_before_a_crash_comes_back_as_a_later_attempt(
         return (await groups.join(conn, env, "t.crash", "g", client_id="c")).member_id
 
     member = run_in_tx(postgres.url, setup)
-    database = dataclasses.replace(settings.database(), url=postgres.url)
 
     async def before_the_crash() -> list[tuple[int, int]]:
-        pool = async_pool(database, "test-lease-durability")
-        await pool.open(wait=True)
-        plane = DataPlane(pool, metered_store(settings.object_store()), postgres.url)
-        await plane.start()
-        try:
-            route = await plane.publisher.topics.get(org.organisation.id, env, "t.crash")
-            await plane.writer.write(route.target, entries(5, 0, "crash"))
-            ref = await plane.group_ref(env, "t.crash", "g")
-            pulled = await plane.pull(env, ref, member, 5)
-            return [(d.offset, d.attempt) for d in pulled.deliveries]
-        finally:
-            crash(postgres)  # before anything else commits and flushes the WAL
-            await plane.close()
-            await pool.close()
+        async with data_plane(postgres.url) as plane:
+            try:
+                route = await plane.publisher.topics.get(org.organisation.id, env, "t.crash")
+                await plane.writer.write(route.target, entries(5, 0, "crash"))
+                ref = await plane.group_ref(env, "t.crash", "g")
+                pulled = await plane.pull(env, ref, member, 5)
+                return [(d.offset, d.attempt) for d in pulled.deliveries]
+            finally:
+                crash(postgres)  # before anything else commits and flushes the WAL
 
     async def after_the_crash() -> list[tuple[int, int]]:
-        pool = async_pool(database, "test-lease-durability-2")
-        await pool.open(wait=True)
-        plane = DataPlane(pool, metered_store(settings.object_store()), postgres.url)
-        await plane.start()
-        try:
+        async with data_plane(postgres.url) as plane:
             ref = await plane.group_ref(env, "t.crash", "g")
             received: list[tuple[int, int]] = []
             for _ in range(20):  # the leases expire after the ack timeout
@@ -109,12 +90,23 @@ def test_what_a_member_received_before_a_crash_comes_back_as_a_later_attempt(
                     break
                 await asyncio.sleep(ACK_TIMEOUT_MS / 1000 / 4)
             return received
-        finally:
-            await plane.close()
-            await pool.close()
 
     first = asyncio.run(before_the_crash())
     assert first == [(offset, 1) for offset in range(5)]
     again = asyncio.run(after_the_crash())
     assert sorted(offset for offset, _ in again) == list(range(5))
     assert all(attempt >= 2 for _, attempt in again), again  # never attempt 1 a second time
+
+
+@asynccontextmanager
+async def data_plane(url: str) -> AsyncIterator[DataPlane]:
+    """A running data plane on ``url``, as an API process has one."""
+    pool = async_pool(dataclasses.replace(settings.database(), url=url), "test-leases")
+    await pool.open(wait=True)
+    plane = DataPlane(pool, metered_store(settings.object_store()), url)
+    await plane.start()
+    try:
+        yield plane
+    finally:
+        await plane.close()
+        await pool.close()

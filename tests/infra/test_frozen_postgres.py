@@ -17,6 +17,7 @@ import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,11 +25,10 @@ import psutil
 import pytest
 
 from control_plane.health import CHECK_TIMEOUT_S
-from infra import migrate
 from infra.embedded import EmbeddedPostgres, free_port_block
 from tests.faults.cluster import signal_tree
 from tests.support.processes import http_status, queuecore, stop, wait_for
-from tests.support.services import Services, unavailable
+from tests.support.services import Services, dedicated_postgres
 from tests.support.tenancy import bearer, new_organisation
 
 pytestmark = pytest.mark.e2e
@@ -67,13 +67,12 @@ class Frozen:
 @pytest.fixture(scope="module")
 def frozen(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Frozen]:
     root = tmp_path_factory.mktemp("frozen")
-    postgres = EmbeddedPostgres(root / "postgres", root / "logs", free_port_block())
-    try:
-        postgres.start()
-        migrate.apply(postgres.url)
-    except Exception as exc:
-        postgres.stop()
-        unavailable(f"a dedicated PostgreSQL: {exc}")
+    with dedicated_postgres(root) as postgres:
+        yield from _serving(services, postgres, root)
+
+
+def _serving(services: Services, postgres: EmbeddedPostgres, root: Path) -> Iterator[Frozen]:
+    """The API on ``postgres``, with a topic; PostgreSQL let run again whatever happens."""
     org = new_organisation(postgres.url, tier="pro")
     port = free_port_block()
     env = services.env() | {
@@ -98,7 +97,6 @@ def frozen(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iter
         if postgres.process is not None:
             signal_tree(postgres.process, signal.SIGCONT)
         stop(proc)
-        postgres.stop()
 
 
 @dataclass
