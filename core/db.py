@@ -3,13 +3,16 @@
 The API's pool bounds every wait on PostgreSQL from the client's side (docs/faults.md):
 ``statement_timeout`` is PostgreSQL's own clock, and a stopped (frozen) server runs no clock. A
 round trip that outlives :attr:`BoundedConnection.stall_after_s`, or the request's
-:func:`deadline`, closes its connection (an open transaction then rolls back when the server
-reads the end of the stream; the pool replaces the connection) and raises
-:class:`DatabaseStalled`.
+:func:`deadline`, or is cancelled, abandons its connection: it is closed at once (an open
+transaction then rolls back when the server reads the end of the stream; the pool replaces the
+connection), and a cancel request for the statement it was running goes to PostgreSQL in the
+background (a statement already sent would otherwise still run, and commit, when the server gets
+to it). A stall raises :class:`DatabaseStalled`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -17,9 +20,10 @@ from contextvars import ContextVar
 from typing import Any
 
 import psycopg
-from psycopg import AsyncConnection, Connection, waiting
+from psycopg import AsyncConnection, Connection, capabilities, generators, waiting
 from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
+from psycopg.pq.abc import PGcancelConn
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
@@ -30,6 +34,8 @@ STALL_GRACE_MS = 1_000  # the client waits this much past statement_timeout: the
 CHECK_CLIENT_MS = 1_000  # a backend whose client has gone stops its statement within this
 _ACTIVE = TransactionStatus.ACTIVE
 _WAIT_INTERVAL_S = 0.1  # psycopg's own default
+CANCEL_TIMEOUT_S = 2.0  # to deliver a cancel request; PostgreSQL reads it even after that
+_cancelling: set[asyncio.Task[None]] = set()  # cancel requests on their way
 
 _deadline: ContextVar[float | None] = ContextVar("queuecore_db_deadline", default=None)
 
@@ -90,19 +96,44 @@ class BoundedConnection(AsyncConnection[DictRow]):
         if bound is None or (timeout is not None and timeout <= bound):
             return await super().wait(gen, interval, timeout)
         if bound <= 0:
-            self.pgconn.finish()
+            self.pgconn.finish()  # nothing was sent
             raise DatabaseStalled("the request's time for PostgreSQL is spent")
         try:
             return await waiting.wait_async(gen, self.pgconn.socket, interval, bound)
         except pg_errors._WaitTimeout:
-            self.pgconn.finish()
+            self._abandon()
             raise DatabaseStalled(f"PostgreSQL did not answer within {bound:.1f} s") from None
         except Exception:
             raise  # the server's own answer (an error), or a connection already gone
         except BaseException:  # interrupted: a cancelled request
             if self.pgconn.transaction_status == _ACTIVE:
-                self.pgconn.finish()
+                self._abandon()
             raise
+
+    def _abandon(self) -> None:
+        """Close the connection now; cancel its statement in the background (see the module)."""
+        cancel: PGcancelConn | None = None
+        if capabilities.has_cancel_safe():
+            with contextlib.suppress(psycopg.Error):
+                cancel = self.pgconn.cancel_conn()
+                cancel.start()
+        self.pgconn.finish()
+        if cancel is not None:
+            task = asyncio.get_running_loop().create_task(_send_cancel(cancel))
+            _cancelling.add(task)
+            task.add_done_callback(_cancelling.discard)
+
+
+async def _send_cancel(cancel: PGcancelConn) -> None:
+    """Deliver a cancel request, waiting at most :data:`CANCEL_TIMEOUT_S` for it to be taken."""
+    try:
+        await waiting.wait_conn_async(
+            generators.cancel(cancel), interval=_WAIT_INTERVAL_S, timeout=CANCEL_TIMEOUT_S
+        )
+    except Exception:  # noqa: S110 (best effort: the server may be frozen, or the query done)
+        pass
+    finally:
+        cancel.finish()
 
 
 def _bound_s(stall_after_s: float | None) -> float | None:
