@@ -232,8 +232,14 @@ class Workload:
             try:
                 while not stream.done():
                     await asyncio.wait({stream}, timeout=0.5)
-                    if self.consumers_stop.is_set() or member.must_rejoin:
-                        stream.cancel()  # an idle stream only sends keep-alive comments
+                    if (self.consumers_stop.is_set() or member.must_rejoin) and not stream.done():
+                        # An idle stream only sends keep-alive comments; a delivery the server
+                        # was sending meanwhile is lost with the connection.
+                        stream.cancel()
+                        self.recorder.instant(
+                            "deliver", member.process, UNKNOWN, topic=member.topic,
+                            group=member.group, via="sse", status="closed by the client",
+                        )  # fmt: skip
             finally:
                 for task in (beat, stream):
                     task.cancel()
@@ -262,8 +268,8 @@ class Workload:
                     await member.after(FAIL, response)
                     return
                 async for kind, data in _sse_events(response):
-                    if kind == "error" or member.must_rejoin or self.consumers_stop.is_set():
-                        member.member_id = None if kind == "error" else member.member_id
+                    if kind == "error":
+                        member.member_id = None
                         break
                     message = _message_view(data)
                     self.recorder.instant(
@@ -275,6 +281,8 @@ class Workload:
                         messages=[message],
                     )
                     pending.append(message)
+                    if member.must_rejoin or self.consumers_stop.is_set():
+                        break  # after recording what did arrive: it was delivered
                     if len(pending) >= 20:
                         await member.settle(pending)
                         pending = []
