@@ -25,7 +25,7 @@ from data_plane.groups.service import (
     RETRY_DELAY_MS,
     parse_duration_ms,
 )
-from data_plane.read.schemas import iso_timestamp
+from data_plane.read.schemas import ENCODINGS, iso_timestamp
 from data_plane.runtime import DataPlane
 from data_plane.write.publish import message_id
 from observability.logging import get_logger
@@ -77,8 +77,9 @@ class ResetRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     to: Literal["earliest", "latest"] | NonNegative64
 
 
-class DeliveredMessage(msgspec.Struct, rename="camel"):
-    """A message leased to a member."""
+class DeliveredMessage(msgspec.Struct, rename="camel", omit_defaults=True):
+    """A message leased to a member; ``encoding`` is ``"base64"`` when ``data`` is the base64 of
+    a value a Kafka client produced that was not JSON (absent otherwise)."""
 
     message_id: str
     topic: str
@@ -90,6 +91,7 @@ class DeliveredMessage(msgspec.Struct, rename="camel"):
     timestamp: str
     attempt: int
     ack_id: str
+    encoding: str | None = None
 
 
 class PullResponse(msgspec.Struct, rename="camel"):
@@ -154,6 +156,7 @@ class Renderer:
                 timestamp(message.timestamp_ms),
                 attempt,
                 ack_id,
+                ENCODINGS[message.encoding],
             )
             for partition, offset, attempt, ack_id, message in items
         ]

@@ -20,14 +20,19 @@ from core.settings import WriterSettings
 from data_plane import delivery
 from data_plane.delivery import GroupRef, GroupRefCache, Pulled
 from data_plane.delivery.triage import SlowDeliveryTriage
+from data_plane.groups.classic import ClassicGroups
 from data_plane.groups.pulse import Pulse
 from data_plane.groups.service import GroupTopicNotFound, MemberNotFound
 from data_plane.read import reader as read_path
 from data_plane.read.cache import BlockCache
 from data_plane.read.notify import PublishListener
-from data_plane.read.reader import ReadResult, SegmentReader, TopicRef
+from data_plane.read.reader import Bounds, ReadResult, SegmentReader, TopicRef, partition_bounds
+from data_plane.read.seek import Seek, offset_for_timestamp
+from data_plane.topics import service as topics
+from data_plane.topics.service import Topic
 from data_plane.topics.traffic import TrafficCounter, TrafficFlusher
 from data_plane.write.publish import PublishService, UsageSink
+from data_plane.write.records import RecordAppender
 from data_plane.write.segment import Message
 from data_plane.write.triage import SlowPublishTriage
 from data_plane.write.writer import SegmentWriter
@@ -74,6 +79,8 @@ class DataPlane:
         self.reader = SegmentReader(objects, self.cache)
         self.listener = PublishListener(database_url)
         self.publisher = PublishService(db, self.writer, usage)
+        self.records = RecordAppender(self.publisher)  # Kafka record batches (write.records)
+        self.classic_groups = ClassicGroups(db)  # Kafka's JoinGroup/SyncGroup (groups.classic)
         self.group_refs = GroupRefCache()
         self.pulse = Pulse(db)  # a stall in it spares silent members (groups.pulse)
         self.traffic = TrafficCounter()  # per-topic rates for the dashboard (topics.traffic)
@@ -161,3 +168,44 @@ class DataPlane:
             )
         self.delivered(environment_id, [m.message for m in result.messages])
         return ref, result
+
+    async def read_partition(
+        self, environment_id: str, topic_id: str, partition: int, offset: int, limit: int
+    ) -> ReadResult:
+        """Up to ``limit`` messages of a partition from ``offset``, metered (a Kafka fetch)."""
+        async with self.db.connection() as conn:
+            result = await self.reader.read(conn, topic_id, partition, offset, limit)
+        self.delivered(environment_id, [m.message for m in result.messages])
+        self.traffic.consumed(topic_id, len(result.messages))
+        return result
+
+    async def partition_bounds(self, topic_id: str, partition: int) -> Bounds:
+        """A partition's earliest retained offset and its end."""
+        async with self.db.connection() as conn:
+            return await partition_bounds(conn, topic_id, partition)
+
+    async def offset_for_timestamp(self, topic_id: str, partition: int, timestamp_ms: int) -> Seek:
+        """The first offset of a partition published at or after ``timestamp_ms``."""
+        async with self.db.connection() as conn:
+            return await offset_for_timestamp(conn, self.reader, topic_id, partition, timestamp_ms)
+
+    async def list_topics(self, environment_id: str) -> list[Topic]:
+        """The environment's active topics."""
+        async with self.db.connection() as conn:
+            return await topics.list_topics(conn, environment_id)
+
+    async def create_topic(
+        self, organisation_id: str, environment_id: str, name: str, partitions: int
+    ) -> Topic:
+        """A new topic with the defaults of ``POST /v1/topics``, within the tier's quotas."""
+        async with self.db.connection() as conn, conn.transaction():
+            return await topics.create_topic(
+                conn, organisation_id, environment_id, name, partitions=partitions
+            )
+
+    async def delete_topic(self, environment_id: str, name: str) -> Topic:
+        """Delete a topic as ``DELETE /v1/topics/{topic}`` does."""
+        async with self.db.connection() as conn, conn.transaction():
+            topic = await topics.delete_topic(conn, environment_id, name)
+        self.publisher.topics.forget(environment_id, name)
+        return topic

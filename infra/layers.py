@@ -23,7 +23,8 @@ RANKS: dict[str, int] = {
     "tenants": 2,  # domain
     "data_plane": 2,
     "billing": 2,
-    "control_plane": 3,  # edges: HTTP, Celery tasks, Spark jobs
+    "control_plane": 3,  # edges: HTTP, the Kafka listener, Celery tasks, Spark jobs
+    "kafka_protocol": 3,
     "tasks": 3,
     "spark_pipelines": 3,
     "infra": 4,  # entry points: CLI, Celery app, dev stack

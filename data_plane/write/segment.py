@@ -47,9 +47,9 @@ import zstandard
 __all__ = [
     "BYTES",
     "FORMAT_VERSION",
+    "HEADER_SIZE",
     "JSON",
     "NULL",
-    "HEADER_SIZE",
     "TRAILER_SIZE",
     "BlockRef",
     "Message",

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import google_crc32c
 
-from kafka import compression
-from kafka.compression import CompressionError
+from kafka_protocol import compression
+from kafka_protocol.compression import CompressionError
 
 MAGIC = 2
 _HEAD = struct.Struct(">qiibIhiqqqhii")  # everything up to and including recordCount
@@ -181,7 +181,7 @@ def decode_batch(data: bytes | memoryview, max_records_bytes: int) -> RecordBatc
         raise CorruptBatch(f"batch length {length} != {len(data) - _LENGTH_END}")
     if google_crc32c.value(bytes(data[_CRC_END:])) != crc:
         raise CorruptBatch("batch checksum (CRC32C) mismatch")
-    if count < 0 or last_delta != count - 1 and count > 0:
+    if count < 0 or (last_delta != count - 1 and count > 0):
         raise CorruptBatch(f"{count} records but last offset delta {last_delta}")
     body = bytes(data[HEAD_SIZE:])
     codec = attributes & COMPRESSION_MASK
