@@ -1,0 +1,76 @@
+"""A real ``queuecore serve`` with its Kafka listener, and tenants with keys, for the Kafka tests.
+
+kafka-python's import name is ``kafka``; the tests import it, so run from the repository root
+the suite sees the installed client (this repository's listener package is ``kafka_protocol``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from infra.embedded import free_port_block
+from tests.support.processes import http_status, queuecore, stop, wait_for
+from tests.support.services import Services
+from tests.support.tenancy import new_organisation
+
+
+@dataclass(frozen=True)
+class KafkaApi:
+    """A running server: its REST base URL and its Kafka bootstrap address."""
+
+    base: str
+    bootstrap: str
+    log: Path
+    port: int
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """An organisation's production key."""
+
+    key: str
+    organisation_id: str
+
+    def rest(self, base: str) -> httpx.Client:
+        """A REST client with this key."""
+        return httpx.Client(
+            base_url=f"{base}/v1", headers={"Authorization": f"Bearer {self.key}"}, timeout=30
+        )
+
+
+def start_server(services: Services, root: Path, extra: dict[str, str] | None = None) -> tuple[
+    KafkaApi, object
+]:
+    """A ``queuecore serve`` (one worker) with the Kafka listener on a free port."""
+    http_port, kafka_port = free_port_block(), free_port_block()
+    log = root / "serve.log"
+    env = {
+        **services.env(),
+        "QUEUECORE_HTTP_PORT": str(http_port),
+        "QUEUECORE_KAFKA_PORT": str(kafka_port),
+        **(extra or {}),
+    }
+    proc = queuecore(["serve", "--workers", "1"], env, log)
+    base = f"http://127.0.0.1:{http_port}"
+    wait_for(lambda: http_status(f"{base}/readyz") == 200, 60, "api ready", proc, log)
+    return KafkaApi(base, f"127.0.0.1:{kafka_port}", log, kafka_port), proc
+
+
+@pytest.fixture(scope="module")
+def kafka_api(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaApi]:
+    """A server with the Kafka listener for the module."""
+    api, proc = start_server(services, tmp_path_factory.mktemp("kafka-api"))
+    yield api
+    stop(proc)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def tenant(services: Services) -> Tenant:
+    """A Pro organisation (its rates leave the tests unthrottled) and its production key."""
+    made = new_organisation(services.database_url, tier="pro")
+    return Tenant(made.keys["production"].secret, made.organisation.id)
