@@ -6,7 +6,9 @@ the suite sees the installed client (this repository's listener package is ``kaf
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,3 +76,55 @@ def tenant(services: Services) -> Tenant:
     """A Pro organisation (its rates leave the tests unthrottled) and its production key."""
     made = new_organisation(services.database_url, tier="pro")
     return Tenant(made.keys["production"].secret, made.organisation.id)
+
+
+def librdkafka(api: KafkaApi, key: str, **extra: object) -> dict[str, object]:
+    """confluent-kafka settings for SASL_PLAINTEXT with an API key."""
+    return {
+        "bootstrap.servers": api.bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "queuecore",
+        "sasl.password": key,
+        **extra,
+    }
+
+
+def python_client(api: KafkaApi, key: str) -> dict[str, object]:
+    """kafka-python and aiokafka settings for SASL_PLAINTEXT with an API key."""
+    return {
+        "bootstrap_servers": api.bootstrap,
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "queuecore",
+        "sasl_plain_password": key,
+    }
+
+
+def create_topic(api: KafkaApi, tenant: Tenant, name: str, partitions: int = 1) -> None:
+    """A topic, over REST."""
+    with tenant.rest(api.base) as rest:
+        answer = rest.post("/topics", json={"name": name, "partitions": partitions})
+        assert answer.status_code == 201, answer.text
+
+
+def poll_all(consumer: Any, count: int, timeout_s: float = 30) -> list[Any]:
+    """``count`` messages from a confluent consumer (fewer if the time runs out)."""
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            got.append(message)
+    return got
+
+
+def browse(api: KafkaApi, tenant: Tenant, topic: str, partition: int = 0, offset: int = 0) -> Any:
+    """A page of a partition's messages over REST."""
+    with tenant.rest(api.base) as rest:
+        answer = rest.get(
+            f"/topics/{topic}/partitions/{partition}/messages",
+            params={"offset": offset, "limit": 1000},
+        )
+    assert answer.status_code == 200, answer.text
+    return answer.json()
