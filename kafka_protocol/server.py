@@ -149,7 +149,13 @@ class Connection:
                 return True
             log.info("kafka_unsupported_version", api_key=api_key, version=version)
             return False
-        head, body = wire.read_request(frame, api_key, version)
+        try:
+            head, body = wire.read_request(frame, api_key, version)
+        except Exception as exc:  # a frame that does not parse as its API says: end it
+            log.info(
+                "kafka_malformed_request", api=api_key, version=version, error=str(exc)[:200], frame=frame[:200].hex()
+            )
+            return False
         if api_key in BEFORE_AUTHENTICATION:  # in order: the next frame depends on the outcome
             response = await HANDLERS[api_key](session, head, body)
             self._answer_now(wire.write_response(head, response))
@@ -183,7 +189,7 @@ class Connection:
         services = self.session.services
         waited = 0
         while True:
-            decision = await services.limiter.check(auth.organisation_id, auth.key_id, category)
+            decision = await services.limiter.hit(auth.organisation_id, auth.key_id, category)
             if decision.allowed or waited >= MAX_THROTTLE_WAIT_MS:
                 break
             pause = max(decision.reset_ms, 10)

@@ -26,8 +26,8 @@ class Authenticator(Protocol):
 class Limiter(Protocol):
     """The process's rate limiter (``tenants.rate_limits.RateLimiter``)."""
 
-    async def check(self, organisation_id: str, key_id: str, category: Category) -> Decision:
-        """Count one request of ``category``; whether it is allowed and when there is room."""
+    async def hit(self, organisation_id: str, key_id: str, category: Category) -> Decision:
+        """Count one request of ``category`` if it fits; whether it did and when there is room."""
 
 
 class RequestMeter(Protocol):

@@ -24,6 +24,7 @@ from kio.serial import entity_reader, entity_writer
 _KEY_VERSION = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 API_VERSIONS_KEY = 18
+METADATA_KEY = 3
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
@@ -61,8 +62,55 @@ def read_request(frame: bytes, api_key: int, version: int) -> tuple[RequestHead,
     """The header and the body of a request frame."""
     cls = request_type(api_key, version)
     header, used = _reader(cls.__header_schema__)(frame, 0)
-    body, _ = _reader(cls)(frame, used)
-    return RequestHead(api_key, version, header.correlation_id, header.client_id or ""), body
+    head = RequestHead(api_key, version, header.correlation_id, header.client_id or "")
+    try:
+        body, _ = _reader(cls)(frame, used)
+    except KeyError:
+        # A tagged field this version does not define (librdkafka sends one with some
+        # Metadata requests): the protocol says to skip it, which kio's reader does not do.
+        if api_key != METADATA_KEY or not cls.__flexible__:
+            raise
+        body = _lenient_metadata(frame, used)
+    return head, body
+
+
+def _lenient_metadata(frame: bytes, position: int) -> Any:
+    """A flexible Metadata request's topic names (null: all), read by hand."""
+    count, position = _uvarint(frame, position)
+    if count == 0:
+        return _MetadataTopics(None)
+    names = []
+    for _ in range(count - 1):
+        length, position = _uvarint(frame, position)
+        names.append(_TopicName(frame[position : position + length - 1].decode()))
+        position += length - 1
+        tags, position = _uvarint(frame, position)
+        for _ in range(tags):
+            _, position = _uvarint(frame, position)
+            size, position = _uvarint(frame, position)
+            position += size
+    return _MetadataTopics(tuple(names))
+
+
+@dataclass(frozen=True, slots=True)
+class _TopicName:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class _MetadataTopics:
+    topics: tuple[_TopicName, ...] | None
+
+
+def _uvarint(data: bytes, position: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, position
+        shift += 7
 
 
 def write_response(head: RequestHead, response: Any) -> bytes:
