@@ -48,6 +48,7 @@ from infra.embedded import (
 )
 
 BUCKET = "queuecore"
+DEV_KAFKA_PORT = 9092  # QUEUECORE_KAFKA_PORT in the dev stack (0 turns the listener off)
 RESTART_BASE_S = 1.0
 RESTART_MAX_S = 30.0
 STABLE_AFTER_S = 60.0  # a child that ran this long restarts from the base backoff again
@@ -198,6 +199,7 @@ class DevStack:
             env[PREFIX + "REDIS_URL"] = rd.url
         # A developer's alert receiver listens on this machine; production refuses such URLs.
         env.setdefault(PREFIX + "WEBHOOKS_ALLOW_PRIVATE", "true")
+        env.setdefault(PREFIX + "KAFKA_PORT", str(DEV_KAFKA_PORT))  # Kafka clients, as on a broker
         from infra import migrate
 
         migrate.apply(env[PREFIX + "DATABASE_URL"])
@@ -215,6 +217,9 @@ class DevStack:
 
     def _check_ports(self, env: dict[str, str]) -> None:
         require_free(self.http.port, PREFIX + "HTTP_PORT")
+        kafka_port = int(env.get(PREFIX + "KAFKA_PORT") or DEV_KAFKA_PORT)
+        if kafka_port:
+            require_free(kafka_port, PREFIX + "KAFKA_PORT")
         if not env.get(PREFIX + "DATABASE_URL") or self._is_own_database(
             env.get(PREFIX + "DATABASE_URL")
         ):
@@ -267,6 +272,7 @@ class DevStack:
             f"  API:        {base}/v1",
             f"  API docs:   {base}/schema",
             f"  Health:     {base}/readyz",
+            *self._kafka_lines(env),
             f"  Data:       {self.dev.data_dir}   (logs in {self.logs})",
             "",
             "Get an API key: create one on the dashboard, or from the command line:",
@@ -276,6 +282,15 @@ class DevStack:
             "Press Ctrl-C to stop.",
         ]
         print("\n".join(lines), flush=True)
+
+    def _kafka_lines(self, env: dict[str, str]) -> list[str]:
+        port = env.get(PREFIX + "KAFKA_PORT", "0")
+        if port == "0":
+            return []
+        return [
+            f"  Kafka:      {HOST}:{port}   (SASL_PLAINTEXT, PLAIN: any username, an API key "
+            "as the password; docs/kafka.md)"
+        ]
 
     def _watch(self) -> int:
         """Restart what exits, until a signal (:class:`StopRequested`) ends the stack."""

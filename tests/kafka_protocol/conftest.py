@@ -6,6 +6,7 @@ the suite sees the installed client (this repository's listener package is ``kaf
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -45,17 +46,17 @@ class Tenant:
         )
 
 
-def start_server(services: Services, root: Path, extra: dict[str, str] | None = None) -> tuple[
-    KafkaApi, object
-]:
-    """A ``queuecore serve`` (one worker) with the Kafka listener on a free port."""
-    http_port, kafka_port = free_port_block(), free_port_block()
+def start_server(
+    services: Services, root: Path, ports: tuple[int, int] | None = None
+) -> tuple[KafkaApi, subprocess.Popen[bytes]]:
+    """A ``queuecore serve`` (one worker) with the Kafka listener, on free ports or ``ports``
+    (HTTP, Kafka: a restart on the same addresses)."""
+    http_port, kafka_port = ports or (free_port_block(), free_port_block())
     log = root / "serve.log"
     env = {
         **services.env(),
         "QUEUECORE_HTTP_PORT": str(http_port),
         "QUEUECORE_KAFKA_PORT": str(kafka_port),
-        **(extra or {}),
     }
     proc = queuecore(["serve", "--workers", "1"], env, log)
     base = f"http://127.0.0.1:{http_port}"
@@ -68,7 +69,7 @@ def kafka_api(services: Services, tmp_path_factory: pytest.TempPathFactory) -> I
     """A server with the Kafka listener for the module."""
     api, proc = start_server(services, tmp_path_factory.mktemp("kafka-api"))
     yield api
-    stop(proc)  # type: ignore[arg-type]
+    stop(proc)
 
 
 @pytest.fixture(scope="module")
