@@ -52,6 +52,7 @@ def start_server(
     """A ``queuecore serve`` (one worker) with the Kafka listener, on free ports or ``ports``
     (HTTP, Kafka: a restart on the same addresses)."""
     http_port, kafka_port = ports or (free_port_block(), free_port_block())
+    root.mkdir(parents=True, exist_ok=True)
     log = root / "serve.log"
     env = {
         **services.env(),
