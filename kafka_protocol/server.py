@@ -153,7 +153,11 @@ class Connection:
             head, body = wire.read_request(frame, api_key, version)
         except Exception as exc:  # a frame that does not parse as its API says: end it
             log.info(
-                "kafka_malformed_request", api=api_key, version=version, error=str(exc)[:200], frame=frame[:200].hex()
+                "kafka_malformed_request",
+                api=api_key,
+                version=version,
+                error=str(exc)[:200],
+                frame=frame[:200].hex(),
             )
             return False
         if api_key in BEFORE_AUTHENTICATION:  # in order: the next frame depends on the outcome

@@ -9,9 +9,9 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Iterator
-from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest

@@ -80,7 +80,9 @@ class RawClient:
         """One Produce request with one partition's records; that partition's response."""
         cls = wire.request_type(Api.PRODUCE, version)
         data = wire.entity(wire.nested(cls, "PartitionProduceData"), index=partition, records=batch)
-        topic_data = wire.entity(wire.nested(cls, "TopicProduceData"), name=topic, partition_data=(data,))
+        topic_data = wire.entity(
+            wire.nested(cls, "TopicProduceData"), name=topic, partition_data=(data,)
+        )
         response = self.request(
             Api.PRODUCE,
             version,

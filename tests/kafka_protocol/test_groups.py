@@ -80,7 +80,12 @@ def test_a_group_resumes_from_its_commits_and_shows_in_rest(
     settings = librdkafka(
         kafka_api,
         tenant.key,
-        **{"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False, **FAST_GROUP},
+        **{
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **FAST_GROUP,
+        },
     )
     consumer = Consumer(settings)
     consumer.subscribe([topic])
@@ -111,7 +116,10 @@ def test_kafka_python_produces_consumes_and_commits(
     topic, group = unique("kp"), unique("g")
     create_topic(kafka_api, tenant, topic, partitions=3)
     producer = KafkaProducer(**python_client(kafka_api, tenant.key), compression_type="gzip")
-    sent = [producer.send(topic, b'{"kp": %d}' % i, key=b"k%d" % i, headers=[("h", b"1")]) for i in range(9)]
+    sent = [
+        producer.send(topic, b'{"kp": %d}' % i, key=b"k%d" % i, headers=[("h", b"1")])
+        for i in range(9)
+    ]
     placed = [future.get(timeout=30) for future in sent]
     producer.close()
     # kafka-python's default partitioner is Java's murmur2: the same partition REST picks

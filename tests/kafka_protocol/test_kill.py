@@ -57,7 +57,9 @@ def test_no_acknowledged_record_is_lost_when_the_api_is_killed(
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     killed_at = len(acked)
-    _, again = start_server(services, tmp_path / "second", (int(api.base.rsplit(":", 1)[1]), api.port))
+    _, again = start_server(
+        services, tmp_path / "second", (int(api.base.rsplit(":", 1)[1]), api.port)
+    )
     try:
         thread.join(120)
         assert not thread.is_alive()

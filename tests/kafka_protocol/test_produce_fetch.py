@@ -25,7 +25,9 @@ from tests.kafka_protocol.raw import RawClient, batch_of
 Names = Callable[[str], str]
 
 
-def produce_all(producer: Producer, topic: str, items: list[tuple[bytes | None, bytes | None, list]]) -> list:
+def produce_all(
+    producer: Producer, topic: str, items: list[tuple[bytes | None, bytes | None, list]]
+) -> list:
     """Produce and wait; the delivery reports (error, partition, offset) in produce order."""
     reports: list = [None] * len(items)
 
@@ -48,7 +50,11 @@ def test_each_compression_round_trips_keys_and_headers(
     settings = {"compression.type": codec, "linger.ms": 20, "partitioner": "murmur2_random"}
     producer = Producer(librdkafka(kafka_api, tenant.key, **settings))
     items = [
-        (f"key-{i}".encode(), json.dumps({"i": i, "pad": "x" * 200}).encode(), [("n", str(i).encode())])
+        (
+            f"key-{i}".encode(),
+            json.dumps({"i": i, "pad": "x" * 200}).encode(),
+            [("n", str(i).encode())],
+        )
         for i in range(30)
     ]
     reports = produce_all(producer, topic, items)
@@ -56,7 +62,11 @@ def test_each_compression_round_trips_keys_and_headers(
     for (key, _, _), (_, partition, _) in zip(items, reports, strict=True):
         assert partition == partition_for_key(key, 3)  # Kafka's murmur2, as REST places keys
 
-    consumer = Consumer(librdkafka(kafka_api, tenant.key, **{"group.id": unique("g"), "auto.offset.reset": "earliest"}))
+    consumer = Consumer(
+        librdkafka(
+            kafka_api, tenant.key, **{"group.id": unique("g"), "auto.offset.reset": "earliest"}
+        )
+    )
     consumer.subscribe([topic])
     got = poll_all(consumer, 30)
     consumer.close()
@@ -72,25 +82,39 @@ def test_rest_messages_are_records_and_records_are_rest_messages(
     with tenant.rest(kafka_api.base) as rest:
         sent = rest.post(
             f"/topics/{topic}/messages",
-            json={"data": {"type": "order.created", "amount": 9900}, "key": "ord_1", "headers": {"h": "v"}},
+            json={
+                "data": {"type": "order.created", "amount": 9900},
+                "key": "ord_1",
+                "headers": {"h": "v"},
+            },
         )
         assert sent.status_code == 201
     producer = Producer(librdkafka(kafka_api, tenant.key))
     reports = produce_all(
         producer,
         topic,
-        [(b"k2", b'{"kafka": true}', []), (None, b"\x00\xffnot json", [("bin", b"1")]), (b"k3", None, [])],
+        [
+            (b"k2", b'{"kafka": true}', []),
+            (None, b"\x00\xffnot json", [("bin", b"1")]),
+            (b"k3", None, []),
+        ],
     )
     assert [offset for _, _, offset in reports] == [1, 2, 3]  # the same numbers as REST's
 
     page = browse(kafka_api, tenant, topic)["messages"]
     assert [m["offset"] for m in page] == [0, 1, 2, 3]
-    assert page[1]["data"] == {"kafka": True} and page[1]["key"] == "k2" and "encoding" not in page[1]
+    assert (
+        page[1]["data"] == {"kafka": True} and page[1]["key"] == "k2" and "encoding" not in page[1]
+    )
     assert page[2]["data"] == "AP9ub3QganNvbg==" and page[2]["encoding"] == "base64"
     assert page[2]["headers"] == {"bin": "1"}
     assert page[3]["data"] is None and page[3]["key"] == "k3"
 
-    consumer = Consumer(librdkafka(kafka_api, tenant.key, **{"group.id": unique("g"), "auto.offset.reset": "earliest"}))
+    consumer = Consumer(
+        librdkafka(
+            kafka_api, tenant.key, **{"group.id": unique("g"), "auto.offset.reset": "earliest"}
+        )
+    )
     consumer.subscribe([topic])
     got = poll_all(consumer, 4)
     consumer.close()
@@ -104,7 +128,9 @@ def test_an_idempotent_producer_stores_each_record_once(
 ) -> None:
     topic = unique("idem")
     create_topic(kafka_api, tenant, topic, partitions=2)
-    producer = Producer(librdkafka(kafka_api, tenant.key, **{"enable.idempotence": True, "linger.ms": 5}))
+    producer = Producer(
+        librdkafka(kafka_api, tenant.key, **{"enable.idempotence": True, "linger.ms": 5})
+    )
     reports = produce_all(producer, topic, [(str(i).encode(), b"%d" % i, []) for i in range(200)])
     assert all(err is None for err, _, _ in reports)
     stored = sum(len(browse(kafka_api, tenant, topic, p)["messages"]) for p in (0, 1))
@@ -118,7 +144,9 @@ def test_a_retried_batch_is_answered_with_its_first_offsets(
     create_topic(kafka_api, tenant, topic)
     raw = RawClient(kafka_api.bootstrap)
     assert raw.login(tenant.key).error_code == 0
-    producer = raw.request(Api.INIT_PRODUCER_ID, 4, transactional_id=None, transaction_timeout=60000)
+    producer = raw.request(
+        Api.INIT_PRODUCER_ID, 4, transactional_id=None, transaction_timeout=60000
+    )
     pid = producer.producer_id
     first = batch_of([b"1", b"2", b"3"], pid, 0)
     _, answer = raw.produce(topic, 0, first)
@@ -146,7 +174,9 @@ def test_offsets_earliest_latest_and_by_time(
     consumer = Consumer(librdkafka(kafka_api, tenant.key, **{"group.id": unique("g")}))
     assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 3)
     (found,) = consumer.offsets_for_times([TopicPartition(topic, 0, middle_ms)], timeout=10)
-    (future,) = consumer.offsets_for_times([TopicPartition(topic, 0, middle_ms + 60_000)], timeout=10)
+    (future,) = consumer.offsets_for_times(
+        [TopicPartition(topic, 0, middle_ms + 60_000)], timeout=10
+    )
     consumer.close()
     assert found.offset == 2
     assert future.offset == -1  # nothing at or after that moment
@@ -158,7 +188,11 @@ def test_a_waiting_fetch_wakes_on_a_rest_publish(
     topic = unique("wake")
     create_topic(kafka_api, tenant, topic)
     consumer = Consumer(
-        librdkafka(kafka_api, tenant.key, **{"group.id": unique("g"), "auto.offset.reset": "latest", "fetch.wait.max.ms": 20000})
+        librdkafka(
+            kafka_api,
+            tenant.key,
+            **{"group.id": unique("g"), "auto.offset.reset": "latest", "fetch.wait.max.ms": 20000},
+        )
     )
     consumer.assign([TopicPartition(topic, 0, 0)])
     assert poll_all(consumer, 1, timeout_s=2) == []  # the fetch is now waiting on the listener

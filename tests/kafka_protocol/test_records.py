@@ -83,7 +83,7 @@ def test_decompression_is_bounded(codec: int) -> None:
     with pytest.raises(CompressionError):
         compression.decompress(codec, bomb, 10_000)
     batch = encode_batch(0, [Record(None, b"\0" * 500_000)], codec=codec)
-    with pytest.raises(CorruptBatch, match="more than|past|declares|whole buffer"):
+    with pytest.raises(CorruptBatch, match=r"more than|past|declares|whole buffer"):
         decode_batch(batch, 10_000)
 
 

@@ -25,9 +25,14 @@ def test_a_wrong_key_is_refused_and_the_connection_closed(kafka_api: KafkaApi) -
     answer = raw.login("pq_live_sk_" + "x" * 32)
     assert answer.error_code == 58  # SASL_AUTHENTICATION_FAILED
     try:
-        raw.request(Api.METADATA, 9, topics=None, allow_auto_topic_creation=False,
-                    include_cluster_authorized_operations=False,
-                    include_topic_authorized_operations=False)
+        raw.request(
+            Api.METADATA,
+            9,
+            topics=None,
+            allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False,
+        )
         raise AssertionError("the connection stayed open after a failed login")
     except (ConnectionError, OSError):
         pass
@@ -38,7 +43,11 @@ def test_a_wrong_key_is_refused_and_the_connection_closed(kafka_api: KafkaApi) -
         admin.list_topics(timeout=3)
         raise AssertionError("a wrong key listed topics")
     except KafkaException as exc:
-        assert exc.args[0].code() in (KafkaError._AUTHENTICATION, KafkaError._TRANSPORT, KafkaError._TIMED_OUT)
+        assert exc.args[0].code() in (
+            KafkaError._AUTHENTICATION,
+            KafkaError._TRANSPORT,
+            KafkaError._TIMED_OUT,
+        )
 
 
 def test_another_organisations_topics_do_not_exist(
@@ -98,7 +107,9 @@ def test_a_rate_limit_is_reported_as_throttle_time(
     made = new_organisation(services.database_url, tier="enterprise")
     run_in_tx(
         services.database_url,
-        lambda conn: tenants.set_tier(conn, made.organisation.id, "enterprise", {"publish_per_s": 2}),
+        lambda conn: tenants.set_tier(
+            conn, made.organisation.id, "enterprise", {"publish_per_s": 2}
+        ),
     )
     key = made.keys["production"].secret
     topic = unique("limited")
@@ -118,11 +129,15 @@ def test_a_rate_limit_is_reported_as_throttle_time(
     assert elapsed >= 1.5  # 6 requests at 2 per second: the limit held
 
 
-def test_librdkafka_sees_the_throttle(kafka_api: KafkaApi, services: Services, unique: Names) -> None:
+def test_librdkafka_sees_the_throttle(
+    kafka_api: KafkaApi, services: Services, unique: Names
+) -> None:
     made = new_organisation(services.database_url, tier="enterprise")
     run_in_tx(
         services.database_url,
-        lambda conn: tenants.set_tier(conn, made.organisation.id, "enterprise", {"publish_per_s": 2}),
+        lambda conn: tenants.set_tier(
+            conn, made.organisation.id, "enterprise", {"publish_per_s": 2}
+        ),
     )
     key = made.keys["production"].secret
     topic = unique("throttled")
@@ -130,7 +145,11 @@ def test_librdkafka_sees_the_throttle(kafka_api: KafkaApi, services: Services, u
         assert rest.post("/topics", json={"name": topic, "partitions": 1}).status_code == 201
     throttled: list[int] = []
     producer = Producer(
-        librdkafka(kafka_api, key, **{"linger.ms": 0, "throttle_cb": lambda e: throttled.append(e.throttle_time)})
+        librdkafka(
+            kafka_api,
+            key,
+            **{"linger.ms": 0, "throttle_cb": lambda e: throttled.append(e.throttle_time)},
+        )
     )
     for i in range(6):
         producer.produce(topic, b"%d" % i)
@@ -142,4 +161,6 @@ def test_librdkafka_sees_the_throttle(kafka_api: KafkaApi, services: Services, u
 def httpx_client(api: KafkaApi, key: str):  # type: ignore[no-untyped-def]
     import httpx
 
-    return httpx.Client(base_url=f"{api.base}/v1", headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    return httpx.Client(
+        base_url=f"{api.base}/v1", headers={"Authorization": f"Bearer {key}"}, timeout=30
+    )
