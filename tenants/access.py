@@ -27,6 +27,9 @@ ACTIONS: dict[str, tuple[frozenset[str], str]] = {
     "manage_alerts": (WRITERS, "change the alert endpoint"),
     "view_usage": (MANAGERS, "see the environment's usage"),
     "send_test_messages": (WRITERS, "send test messages"),
+    "manage_topics": (WRITERS, "change or delete topics and configure consumer groups"),
+    "manage_members": (MANAGERS, "invite, change or remove members"),
+    "view_audit": (MANAGERS, "see the audit log"),
 }
 
 

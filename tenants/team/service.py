@@ -8,7 +8,9 @@ it and translate; they open no connection themselves.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from core.db import AsyncPool, Conn
 from core.mail import Mailer, MailNotSent, Outgoing
@@ -18,7 +20,7 @@ from tenants import service as tenancy
 from tenants import sessions
 from tenants.access import EnvironmentAccess
 from tenants.errors import InvalidCredentials, OrganisationNotFound
-from tenants.models import NewOrganisation
+from tenants.models import ApiKey, IssuedKey, NewOrganisation
 from tenants.passwords import DUMMY_HASH, verify_password
 from tenants.sessions import NewSession
 from tenants.team import audit, emails, invites, members, resets
@@ -27,6 +29,14 @@ from tenants.team.models import Invitation, InvitationView, Member, Organisation
 from tenants.team.queries import sql
 
 log = get_logger("queuecore.team")
+
+
+@dataclass(frozen=True, slots=True)
+class SignedUp:
+    """A new owner's session, and the development environment they start in."""
+
+    session: NewSession
+    environment_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +57,7 @@ class TeamService:
         self.mailer = mailer
         self.public_url = public_url
 
-    async def sign_up(self, name: str, email: str, password: str) -> NewSession:
+    async def sign_up(self, name: str, email: str, password: str) -> SignedUp:
         """A new organisation owned by a new user, signed in."""
         async with self.db.connection() as conn:
             made: NewOrganisation = await tenancy.sign_up(conn, name, email, password)
@@ -55,7 +65,8 @@ class TeamService:
             await audit.record(
                 conn, made.organisation.id, owner, "organisation.created", made.organisation.name
             )
-            return await sessions.start_session(conn, made.owner_id)
+            opened = await sessions.start_session(conn, made.owner_id)
+        return SignedUp(opened, made.project.environment("development").id)
 
     async def organisation(
         self, user_id: str, email: str, organisation_id: str
@@ -83,6 +94,51 @@ class TeamService:
         if action is not None:
             found.require(action)
         return found
+
+    async def create_key(
+        self,
+        organisation_id: str,
+        environment_id: str,
+        actor: Actor,
+        *,
+        name: str = "",
+        scopes: Iterable[str] | None = None,
+        expires_at: datetime | None = None,
+    ) -> IssuedKey:
+        """Issue a key in an environment (two active at most), recorded in the audit log."""
+        async with self.db.connection() as conn:
+            issued = await tenancy.create_key(
+                conn, environment_id, name=name, scopes=scopes, expires_at=expires_at
+            )
+            key = issued.key
+            await audit.record(
+                conn,
+                organisation_id,
+                actor,
+                "key.created",
+                f"{key.id} ({environment_id})",
+                name=key.name,
+                scopes=",".join(key.scopes),
+                hint=key.hint,
+            )
+        return issued
+
+    async def revoke_key(
+        self, organisation_id: str, environment_id: str, key_id: str, actor: Actor
+    ) -> ApiKey:
+        """Revoke a key of the environment, recorded in the audit log."""
+        async with self.db.connection() as conn:
+            key = await tenancy.revoke_key(conn, environment_id, key_id)
+            await audit.record(
+                conn,
+                organisation_id,
+                actor,
+                "key.revoked",
+                f"{key.id} ({environment_id})",
+                name=key.name,
+                hint=key.hint,
+            )
+        return key
 
     async def members(self, org: OrganisationAccess) -> tuple[list[Member], list[Invitation]]:
         """The members and the pending invitations."""
