@@ -94,6 +94,14 @@ async def environment_access(conn: Conn, user_id: str, environment_id: str) -> E
     return EnvironmentAccess(user_id, role, organisation, project, environment, projects)
 
 
+async def organisation_of_environment(conn: Conn, environment_id: str) -> str:
+    """The id of the organisation an environment belongs to."""
+    row = await (await conn.execute(q.LOCK_ENVIRONMENT, {"id": environment_id})).fetchone()
+    if row is None:
+        raise EnvironmentNotFound(environment_id)
+    return str(row["organisation_id"])
+
+
 async def workspaces(conn: Conn, user_id: str) -> list[Workspace]:
     """Every organisation of the user, oldest first, with its projects and environments."""
     return [
