@@ -24,7 +24,8 @@ from data_plane.runtime import DataPlane
 from tenants.team.audit import Actor
 
 
-def _config(data: GroupConfigRequest) -> groups.GroupConfig:
+def group_config(data: GroupConfigRequest) -> groups.GroupConfig:
+    """The service's settings from a request (durations checked against their bounds)."""
     dead = data.dead_letter
     return groups.GroupConfig(
         start_from=data.start_from,
@@ -146,7 +147,7 @@ class GroupsController(Controller):
             ctx.environment_id,
             topic,
             group,
-            _config(data),
+            group_config(data),
             Actor.api_key(ctx.key_id),
         )
         return group_view(state)

@@ -41,8 +41,6 @@ SECURITY_HEADERS = {
 NOTICES = {
     "welcome": "Your organisation is ready. This is the development environment of its default "
     "project: create an API key to start publishing.",
-    "signed-up": "If that email was new, its account and organisation are ready: sign in. If it "
-    "already had an account, sign in with that account's password.",
     "signed-out": "You are signed out.",
     "session-ended": "Your session has ended; sign in again.",
     "key-revoked": "The API key was revoked: requests with it fail within a few seconds.",

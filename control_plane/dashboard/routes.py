@@ -17,6 +17,7 @@ from control_plane.dashboard.keys import KeyPages
 from control_plane.dashboard.message_pages import MessagePages
 from control_plane.dashboard.pages import PREFIX, STATIC
 from control_plane.dashboard.team import TeamPages
+from control_plane.dashboard.topic_admin import TopicAdminPages
 from control_plane.dashboard.topics import TopicPages
 from control_plane.dashboard.usage import UsagePages
 
@@ -32,6 +33,7 @@ def dashboard_route_handlers() -> list[ControllerRouterHandler]:
             TeamPages,
             KeyPages,
             TopicPages,
+            TopicAdminPages,
             DeadLetterPages,
             AlertPages,
             UsagePages,

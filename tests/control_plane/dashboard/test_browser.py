@@ -77,12 +77,8 @@ def sign_up(page: Page, api: str, email: str) -> None:
     page.get_by_label("Email").fill(email)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Create account").click()
-    # Sign-up never tells whether the email had an account: it leads to signing in.
-    expect(page.get_by_role("status")).to_contain_text("its account and organisation are ready")
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    page.locator("a.env-development").click()
+    # Signed in at once, in the new organisation's development environment.
+    expect(page.get_by_role("status")).to_contain_text("Your organisation is ready")
     expect(page.locator("a.env-development")).to_have_attribute("aria-current", "page")
 
 
