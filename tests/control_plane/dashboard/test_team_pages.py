@@ -304,3 +304,26 @@ def test_sign_up_switched_off_still_lets_invitations_in(services: Services, sink
             "POST", path, data={"csrf_token": csrf_field(form.text), "password": PASSWORD}
         )
         assert redirect_target(joined) == "/dashboard/?notice=joined"
+
+
+def test_every_team_form_is_refused_without_its_csrf_token(
+    team: Team, sink: MailSink, browser: Callable[[], Browser]
+) -> None:
+    email = email_of("forged")
+    forged_invite = team.owner.post_without_csrf(
+        members_path(team.id, "invitations"), {"email": email, "role": "owner"}
+    )
+    owner_id = team.member_id(team.org.owner_email)
+    forged_role = team.owner.post_without_csrf(
+        members_path(team.id, "members", owner_id, "role"), {"role": "viewer"}
+    )
+    forged_reset = browser().post_without_csrf("/dashboard/reset", {"email": team.org.owner_email})
+
+    assert [forged_invite.status_code, forged_role.status_code, forged_reset.status_code] == [
+        403,
+        403,
+        403,
+    ]
+    assert "Pending invitations" not in text_of(team.owner.get(members_path(team.id, "members")))
+    with pytest.raises(TimeoutError):
+        sink.wait_for(email, "You are invited", timeout_s=1)
