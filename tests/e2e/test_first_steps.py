@@ -53,7 +53,8 @@ class Stack:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     ports, scratch = DevPorts.pick(), tmp_path_factory.mktemp("first-steps")
     log = scratch / "dev.log"
-    proc = start_dev(ports.env(scratch / "data"), log)
+    env = {**ports.env(scratch / "data"), "QUEUECORE_SHUTDOWN_DRAIN_S": "0"}  # a quick stop
+    proc = start_dev(env, log)
     try:
         wait_ready(proc, ports, log)
         yield Stack(ports, log)
