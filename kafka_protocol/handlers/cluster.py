@@ -8,18 +8,17 @@ serves every partition and group. Its topics are the active topics of the key's 
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from core.worker import send_task
 from data_plane.topics.service import Topic
 from kafka_protocol import wire
 from kafka_protocol.errors import code_of, message_of
 from kafka_protocol.session import Session
 from kafka_protocol.versions import Api
 from observability.logging import get_logger
+from tenants.team.audit import Actor
 
 log = get_logger("queuecore.kafka")
 
@@ -143,7 +142,11 @@ async def _create_one(session: Session, cls: type[Any], topic: Any, validate_onl
     auth = _auth(session)
     try:
         created = await session.services.data_plane.create_topic(
-            auth.organisation_id, auth.environment_id, topic.name, partitions
+            auth.organisation_id,
+            auth.environment_id,
+            topic.name,
+            Actor.api_key(auth.key_id),
+            partitions=partitions,
         )
     except Exception as exc:
         return result(code_of(exc), message_of(exc))
@@ -165,18 +168,15 @@ async def delete_topics(session: Session, head: wire.RequestHead, body: Any) -> 
 async def _delete_one(session: Session, name: str) -> tuple[ErrorCode, str | None]:
     if not has_scope(session, "admin"):
         return ErrorCode.topic_authorization_failed, "this API key lacks the 'admin' scope"
+    auth = _auth(session)
+    data_plane = session.services.data_plane
     try:
-        deleted = await session.services.data_plane.delete_topic(
-            _auth(session).environment_id, name
+        deleted = await data_plane.delete_topic(
+            auth.organisation_id, auth.environment_id, name, Actor.api_key(auth.key_id)
         )
     except Exception as exc:
         return code_of(exc), message_of(exc)
-    try:  # the periodic sweep is the backstop when the worker's broker is unreachable
-        await asyncio.to_thread(
-            send_task, "data_plane.delete_topic_data", kwargs={"topic_id": deleted.id}
-        )
-    except Exception as exc:
-        log.warning("topic_cleanup_not_queued", topic_id=deleted.id, error=type(exc).__name__)
+    await data_plane.request_cleanup(deleted.id)
     return ErrorCode.none, None
 
 
