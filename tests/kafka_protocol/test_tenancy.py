@@ -125,7 +125,8 @@ def test_a_rate_limit_is_reported_as_throttle_time(
         throttles.append(response.throttle_time / datetime.timedelta(milliseconds=1))
     elapsed = time.monotonic() - started
     raw.close()
-    assert sum(1 for t in throttles if t > 0) >= 3  # held, and told so
+    assert sum(1 for t in throttles if t > 0) >= 2  # held, and told so
+    assert sum(throttles) >= 800  # the third request alone waited for the first to leave
     assert elapsed >= 1.5  # 6 requests at 2 per second: the limit held
 
 
