@@ -5,16 +5,17 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from core.errors import ClientError, QueueCoreError, Unavailable, ValidationFailed
-from data_plane.errors import (
+from data_plane.kafka_service import (
     MessageTooLarge,
+    NoSuchPartition,
+    OffsetOutOfRange,
+    OutOfOrderSequence,
+    PartitionNotFound,
     PublishOutcomeUnknown,
     QuotaExceeded,
     TopicExists,
     TopicNotFound,
 )
-from data_plane.read.reader import OffsetOutOfRange, PartitionNotFound
-from data_plane.write.records import OutOfOrderSequence
-from data_plane.write.records import PartitionNotFound as NoSuchPartition
 from kafka_protocol.compression import CompressionError
 from kafka_protocol.mapping import InvalidRecord
 from kafka_protocol.records import CorruptBatch

@@ -12,7 +12,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from data_plane.topics.service import Topic
+from data_plane.kafka_service import Topic
 from kafka_protocol import wire
 from kafka_protocol.errors import code_of, message_of
 from kafka_protocol.session import Session

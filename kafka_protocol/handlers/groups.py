@@ -9,7 +9,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from data_plane.groups.classic import GroupError, JoinRequest
+from data_plane.kafka_service import ClassicJoinRequest, GroupError
 from kafka_protocol import wire
 from kafka_protocol.errors import code_of
 from kafka_protocol.handlers.cluster import has_scope
@@ -41,7 +41,7 @@ async def join_group(session: Session, head: wire.RequestHead, body: Any) -> Any
         return answer(_DENIED)
     session_ms = wire.millis(body.session_timeout)
     rebalance = getattr(body, "rebalance_timeout", None)
-    request = JoinRequest(
+    request = ClassicJoinRequest(
         group=body.group_id,
         member_id=body.member_id,
         group_instance_id=getattr(body, "group_instance_id", None),

@@ -13,8 +13,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from data_plane.write.publish import TopicRoute
-from data_plane.write.records import Appended, ProducerBatch
+from data_plane.kafka_service import Appended, ProducerBatch, TopicRoute
 from kafka_protocol import wire
 from kafka_protocol.errors import code_of, message_of
 from kafka_protocol.handlers.cluster import has_scope
