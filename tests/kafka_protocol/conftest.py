@@ -47,7 +47,10 @@ class Tenant:
 
 
 def start_server(
-    services: Services, root: Path, ports: tuple[int, int] | None = None
+    services: Services,
+    root: Path,
+    ports: tuple[int, int] | None = None,
+    extra: dict[str, str] | None = None,
 ) -> tuple[KafkaApi, subprocess.Popen[bytes]]:
     """A ``queuecore serve`` (one worker) with the Kafka listener, on free ports or ``ports``
     (HTTP, Kafka: a restart on the same addresses)."""
@@ -58,6 +61,7 @@ def start_server(
         **services.env(),
         "QUEUECORE_HTTP_PORT": str(http_port),
         "QUEUECORE_KAFKA_PORT": str(kafka_port),
+        **(extra or {}),
     }
     proc = queuecore(["serve", "--workers", "1"], env, log)
     base = f"http://127.0.0.1:{http_port}"

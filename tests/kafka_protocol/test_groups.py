@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, ConsumerGroupState, Producer
+from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, KafkaProducer
 
 from data_plane.write.publish import partition_for_key
@@ -65,6 +66,12 @@ def test_partitions_move_as_members_come_and_go(
         if len(mine) == 2 and len(theirs) == 2:
             break
     assert mine | theirs == {0, 1, 2, 3} and not mine & theirs
+    admin = AdminClient(librdkafka(kafka_api, tenant.key))
+    listed = admin.list_consumer_groups().result(timeout=15).valid
+    (described,) = admin.describe_consumer_groups([group]).values()
+    description = described.result(timeout=15)
+    assert group in {g.group_id for g in listed}
+    assert description.state == ConsumerGroupState.STABLE and len(description.members) == 2
 
     second.close()  # LeaveGroup: the survivor takes everything back
     assert assigned_within(first, 4) == {0, 1, 2, 3}
