@@ -108,6 +108,9 @@ def test_a_group_resumes_from_its_commits_and_shows_in_rest(
     assert listed[group]["lag"] == 4  # committed through 10, 14 published
     assert sum(p["current"] for p in offsets["partitions"]) == 10
     assert sum(p["lag"] for p in offsets["partitions"]) == 4
+    with tenant.rest(kafka_api.base) as rest:
+        joined = rest.post(f"/topics/{topic}/groups/{group}/members", json={})
+    assert joined.status_code == 409  # REST members do not join a Kafka group
 
     again = Consumer(settings)
     again.subscribe([topic])
