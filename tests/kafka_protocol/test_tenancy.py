@@ -104,17 +104,7 @@ def test_scopes_apply_and_admin_keys_manage_topics(
 def test_a_rate_limit_is_reported_as_throttle_time(
     kafka_api: KafkaApi, services: Services, unique: Names
 ) -> None:
-    made = new_organisation(services.database_url, tier="enterprise")
-    run_in_tx(
-        services.database_url,
-        lambda conn: tenants.set_tier(
-            conn, made.organisation.id, "enterprise", {"publish_per_s": 2}
-        ),
-    )
-    key = made.keys["production"].secret
-    topic = unique("limited")
-    with httpx_client(kafka_api, key) as rest:
-        assert rest.post("/topics", json={"name": topic, "partitions": 1}).status_code == 201
+    key, topic = limited(kafka_api, services, unique("limited"))
     raw = RawClient(kafka_api.bootstrap)
     raw.login(key)
     started = time.monotonic()
@@ -133,17 +123,7 @@ def test_a_rate_limit_is_reported_as_throttle_time(
 def test_librdkafka_sees_the_throttle(
     kafka_api: KafkaApi, services: Services, unique: Names
 ) -> None:
-    made = new_organisation(services.database_url, tier="enterprise")
-    run_in_tx(
-        services.database_url,
-        lambda conn: tenants.set_tier(
-            conn, made.organisation.id, "enterprise", {"publish_per_s": 2}
-        ),
-    )
-    key = made.keys["production"].secret
-    topic = unique("throttled")
-    with httpx_client(kafka_api, key) as rest:
-        assert rest.post("/topics", json={"name": topic, "partitions": 1}).status_code == 201
+    key, topic = limited(kafka_api, services, unique("throttled"))
     throttled: list[int] = []
     producer = Producer(
         librdkafka(
@@ -157,6 +137,21 @@ def test_librdkafka_sees_the_throttle(
         producer.flush(10)
     producer.poll(0.5)
     assert throttled and max(throttled) > 0
+
+
+def limited(api: KafkaApi, services: Services, topic: str) -> tuple[str, str]:
+    """A key allowed 2 publish requests per second, and a topic of its environment."""
+    made = new_organisation(services.database_url, tier="enterprise")
+    run_in_tx(
+        services.database_url,
+        lambda conn: tenants.set_tier(
+            conn, made.organisation.id, "enterprise", {"publish_per_s": 2}
+        ),
+    )
+    key = made.keys["production"].secret
+    with httpx_client(api, key) as rest:
+        assert rest.post("/topics", json={"name": topic, "partitions": 1}).status_code == 201
+    return key, topic
 
 
 def httpx_client(api: KafkaApi, key: str):  # type: ignore[no-untyped-def]
