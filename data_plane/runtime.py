@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from core import settings
@@ -179,13 +179,28 @@ class DataPlane:
         return ref, result
 
     async def read_partition(
-        self, environment_id: str, topic_id: str, partition: int, offset: int, limit: int
+        self,
+        environment_id: str,
+        topic_id: str,
+        partition: int,
+        offset: int,
+        limit: int,
+        max_bytes: int,
     ) -> ReadResult:
-        """Up to ``limit`` messages of a partition from ``offset``, metered (a Kafka fetch)."""
+        """Messages of a partition from ``offset``: at most ``limit``, and no more than fit in
+        ``max_bytes`` of payload (at least one); what is returned is metered (a Kafka fetch)."""
         async with self.db.connection() as conn:
             result = await self.reader.read(conn, topic_id, partition, offset, limit)
-        self.delivered(environment_id, [m.message for m in result.messages])
-        self.traffic.consumed(topic_id, len(result.messages))
+        kept, size = [], 0
+        for stored in result.messages:
+            kept.append(stored)
+            size += message_bytes([stored.message])
+            if size >= max_bytes:
+                break
+        if len(kept) < len(result.messages):
+            result = replace(result, messages=kept, next_offset=kept[-1].offset + 1)
+        self.delivered(environment_id, [m.message for m in kept])
+        self.traffic.consumed(topic_id, len(kept))
         return result
 
     async def partition_bounds(self, topic_id: str, partition: int) -> Bounds:

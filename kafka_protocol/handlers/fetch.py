@@ -107,14 +107,11 @@ def _watched(parts: list[_Part]) -> dict[str, frozenset[int]]:
 
 
 async def _read_all(session: Session, parts: list[_Part], max_bytes: int) -> int:
-    results = await asyncio.gather(*(_read(session, part) for part in parts))
-    total = 0
-    for part, size in zip(parts, results, strict=True):
-        if total >= max_bytes and total > 0:
-            part.records = b""  # the response is full: the client asks again from here
-            continue
-        total += size
-    return total
+    """Read every partition at once, each within its own budget and the response's."""
+    budget = max(1, max_bytes // max(1, len(parts)))
+    for part in parts:
+        part.max_bytes = min(part.max_bytes, budget)
+    return sum(await asyncio.gather(*(_read(session, part) for part in parts)))
 
 
 async def _read(session: Session, part: _Part) -> int:
@@ -128,6 +125,7 @@ async def _read(session: Session, part: _Part) -> int:
             part.partition,
             part.offset,
             MAX_RECORDS_PER_PARTITION,
+            part.max_bytes,
         )
     except OffsetOutOfRange as exc:
         part.error = ErrorCode.offset_out_of_range
@@ -139,14 +137,8 @@ async def _read(session: Session, part: _Part) -> int:
             log.warning("kafka_fetch_failed", error=type(exc).__name__, exc_info=exc)
         return 0
     part.log_start, part.high_watermark = result.earliest_offset, result.latest_offset
-    records = []
-    size = 0
-    for stored in result.messages:
-        record = to_record(stored.message)
-        records.append(record)
-        size += len(record.value or b"") + len(record.key or b"") + 16
-        if size >= part.max_bytes:
-            break  # at least one record, even a large one, as Kafka does
+    # At least one record, even one larger than the partition's budget, as Kafka does.
+    records = [to_record(stored.message) for stored in result.messages]
     part.records = encode_batch(part.offset, records) if records else b""
     return len(part.records)
 
