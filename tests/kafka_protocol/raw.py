@@ -31,6 +31,10 @@ class RawClient:
         """Close the connection."""
         self.sock.close()
 
+    def send_only(self, frame: bytes) -> None:
+        """Send a size-prefixed frame that gets no answer (a produce with ``acks=0``)."""
+        self.sock.sendall(struct.pack(">i", len(frame)) + frame)
+
     def send_frame(self, frame: bytes) -> bytes:
         """Send a size-prefixed frame; the body of the answer (correlation id included)."""
         self.sock.sendall(struct.pack(">i", len(frame)) + frame)
@@ -46,8 +50,8 @@ class RawClient:
             data += chunk
         return data
 
-    def request(self, api_key: int, version: int, **fields: Any) -> Any:
-        """Send one request built from ``fields``; the decoded response."""
+    def frame(self, api_key: int, version: int, **fields: Any) -> bytes:
+        """The bytes of one request built from ``fields`` (header included)."""
         self.correlation += 1
         cls = wire.request_type(api_key, version)
         header_cls = HeaderV2 if cls.__flexible__ else HeaderV1
@@ -60,7 +64,11 @@ class RawClient:
         )
         entity_writer(header_cls)(out, header)
         entity_writer(cls)(out, wire.entity(cls, **fields))
-        answer = self.send_frame(out.getvalue())
+        return out.getvalue()
+
+    def request(self, api_key: int, version: int, **fields: Any) -> Any:
+        """Send one request built from ``fields``; the decoded response."""
+        answer = self.send_frame(self.frame(api_key, version, **fields))
         (correlation,) = struct.unpack_from(">i", answer)
         assert correlation == self.correlation
         response_cls = wire.response_type(api_key, version)
@@ -74,24 +82,29 @@ class RawClient:
         token = b"\0queuecore\0" + key.encode()
         return self.request(Api.SASL_AUTHENTICATE, 2, auth_bytes=token)
 
-    def produce(
-        self, topic: str, partition: int, batch: bytes, acks: int = -1, version: int = 9
-    ) -> Any:
-        """One Produce request with one partition's records; that partition's response."""
-        cls = wire.request_type(Api.PRODUCE, version)
-        data = wire.entity(wire.nested(cls, "PartitionProduceData"), index=partition, records=batch)
-        topic_data = wire.entity(
-            wire.nested(cls, "TopicProduceData"), name=topic, partition_data=(data,)
-        )
-        response = self.request(
-            Api.PRODUCE,
-            version,
-            transactional_id=None,
-            acks=acks,
-            timeout=datetime.timedelta(seconds=30),
-            topic_data=(topic_data,),
-        )
+    def produce(self, topic: str, partition: int, batch: bytes, version: int = 9) -> Any:
+        """One ``acks=all`` Produce request of one partition's records; that partition's
+        response."""
+        response = self.request(Api.PRODUCE, version, **_produce(topic, partition, batch, -1))
         return response, response.responses[0].partition_responses[0]
+
+    def produce_unacknowledged(self, topic: str, partition: int, batch: bytes) -> None:
+        """One ``acks=0`` Produce request: nothing comes back."""
+        self.send_only(self.frame(Api.PRODUCE, 9, **_produce(topic, partition, batch, 0)))
+
+
+def _produce(topic: str, partition: int, batch: bytes, acks: int) -> dict[str, Any]:
+    cls = wire.request_type(Api.PRODUCE, 9)
+    data = wire.entity(wire.nested(cls, "PartitionProduceData"), index=partition, records=batch)
+    topic_data = wire.entity(
+        wire.nested(cls, "TopicProduceData"), name=topic, partition_data=(data,)
+    )
+    return {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout": datetime.timedelta(seconds=30),
+        "topic_data": (topic_data,),
+    }
 
 
 def batch_of(values: list[bytes], producer_id: int = -1, base_sequence: int = -1) -> bytes:

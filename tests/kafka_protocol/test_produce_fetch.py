@@ -218,3 +218,20 @@ def test_unknown_api_versions_get_a_v0_answer_with_the_supported_ranges(
     assert (correlation, error) == (7, 35)  # UNSUPPORTED_VERSION, in the v0 format
     ranges = [struct.unpack_from(">hhh", answer, 10 + 6 * i) for i in range(count)]
     assert (Api.API_VERSIONS, 0, 3) in ranges and (Api.PRODUCE, 3, 9) in ranges
+
+
+def test_acks_zero_is_stored_unanswered_and_tier_sizes_apply(
+    kafka_api: KafkaApi, tenant: Tenant, unique: Names
+) -> None:
+    topic = unique("acks0")
+    create_topic(kafka_api, tenant, topic)
+    raw = RawClient(kafka_api.bootstrap)
+    raw.login(tenant.key)
+    raw.produce_unacknowledged(topic, 0, batch_of([b'"fire"', b'"forget"']))
+    _, too_big = raw.produce(topic, 0, batch_of([b"x" * (1024 * 1024 + 1)]))  # Pro: 1 MiB
+    _, after = raw.produce(topic, 0, batch_of([b'"after"']))
+    raw.close()
+    assert too_big.error_code == 10  # MESSAGE_TOO_LARGE, and nothing of it stored
+    assert after.error_code == 0
+    stored = [m["data"] for m in browse(kafka_api, tenant, topic)["messages"]]
+    assert sorted(stored) == ["after", "fire", "forget"]
