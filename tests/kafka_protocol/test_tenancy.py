@@ -160,3 +160,29 @@ def httpx_client(api: KafkaApi, key: str):  # type: ignore[no-untyped-def]
     return httpx.Client(
         base_url=f"{api.base}/v1", headers={"Authorization": f"Bearer {key}"}, timeout=30
     )
+
+
+def test_a_revoked_key_stops_working_on_an_open_connection(
+    kafka_api: KafkaApi, services: Services, unique: Names
+) -> None:
+    made = new_organisation(services.database_url, tier="pro")
+    issued = made.keys["production"]
+    topic = unique("revoked")
+    with httpx_client(kafka_api, issued.secret) as rest:
+        assert rest.post("/topics", json={"name": topic, "partitions": 1}).status_code == 201
+    raw = RawClient(kafka_api.bootstrap)
+    raw.login(issued.secret)
+    _, before = raw.produce(topic, 0, batch_of([b"1"]))
+    assert before.error_code == 0
+    run_in_tx(
+        services.database_url,
+        lambda conn: tenants.revoke_key(conn, issued.key.environment_id, issued.key.id),
+    )
+    time.sleep(4.5)  # the authentication cache (2 s) and the connection's recheck (2 s)
+    try:
+        raw.produce(topic, 0, batch_of([b"2"]))
+        raise AssertionError("a revoked key still produced")
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        raw.close()
