@@ -25,9 +25,7 @@ from control_plane.dashboard.pages import (
     redirect,
     safe_next,
 )
-from control_plane.errors import status_for
-from control_plane.resources import Resources
-from control_plane.sessions import (
+from control_plane.dashboard.sessions import (
     COOKIE_NAME,
     CSRF_FIELD,
     form_field,
@@ -37,6 +35,8 @@ from control_plane.sessions import (
     session_cookie,
     signup_throttle_of,
 )
+from control_plane.edge.errors import status_for
+from control_plane.edge.resources import Resources
 from core import settings
 from core.errors import ValidationFailed
 from observability.logging import bind, get_logger

@@ -9,8 +9,8 @@ from litestar.params import FromPath
 
 from control_plane.dashboard.pages import env_path, page, redirect
 from control_plane.dashboard.scope import environment
-from control_plane.errors import status_for
-from control_plane.sessions import require_csrf, require_session
+from control_plane.dashboard.sessions import require_csrf, require_session
+from control_plane.edge.errors import status_for
 from data_plane import delivery
 from data_plane.deadletters import service as dlq
 from data_plane.deadletters.service import DeadLetterNotFound, DeadLetterReplayed

@@ -11,8 +11,8 @@ from litestar.response import Redirect
 
 from control_plane.dashboard.pages import PREFIX, env_path, page, redirect
 from control_plane.dashboard.scope import environment
-from control_plane.resources import Resources
-from control_plane.sessions import require_session, session_of
+from control_plane.dashboard.sessions import require_session, session_of
+from control_plane.edge.resources import Resources
 from tenants import access
 
 

@@ -14,7 +14,7 @@ from billing import invoicing
 from billing.invoice_schemas import InvoiceView
 from control_plane.dashboard.pages import SECURITY_HEADERS, page
 from control_plane.dashboard.scope import environment
-from control_plane.sessions import require_session
+from control_plane.dashboard.sessions import require_session
 
 CSV_COLUMNS = (
     "number",

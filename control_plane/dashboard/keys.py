@@ -10,8 +10,8 @@ from litestar.params import FromPath
 
 from control_plane.dashboard.pages import env_path, field, form_fields, page, redirect
 from control_plane.dashboard.scope import environment
-from control_plane.errors import status_for
-from control_plane.sessions import require_csrf, require_session
+from control_plane.dashboard.sessions import require_csrf, require_session
+from control_plane.edge.errors import status_for
 from core.errors import ValidationFailed
 from tenants import service as tenants
 from tenants.errors import KeyLimitReached

@@ -14,9 +14,9 @@ from litestar.params import FromPath
 
 from control_plane.dashboard.pages import env_path, field, form_fields, page, redirect
 from control_plane.dashboard.scope import environment
+from control_plane.dashboard.sessions import require_csrf, require_session
 from control_plane.dashboard.topic_page import SEND_FORM_DEFAULTS, render_topic
-from control_plane.errors import status_for
-from control_plane.sessions import require_csrf, require_session
+from control_plane.edge.errors import status_for
 from core.errors import ValidationFailed
 from data_plane.errors import MessageTooLarge
 from data_plane.read.reader import (

@@ -8,8 +8,8 @@ from typing import Any
 
 from litestar import Request
 
-from control_plane.resources import resources_of
-from control_plane.sessions import session_of
+from control_plane.dashboard.sessions import session_of
+from control_plane.edge.resources import resources_of
 from data_plane.groups.service import Conn
 from observability.logging import bind
 from tenants import access as tenant_access

@@ -7,13 +7,13 @@ from typing import Any
 from litestar import Controller, Request, Response, get, post
 from litestar.params import FromPath
 
+from control_plane.api.groups import group_view
 from control_plane.dashboard.charts import lag_chart
 from control_plane.dashboard.pages import env_path, field, form_fields, page, redirect
 from control_plane.dashboard.scope import environment
+from control_plane.dashboard.sessions import require_csrf, require_session
 from control_plane.dashboard.topic_page import render_topic
-from control_plane.errors import status_for
-from control_plane.groups import group_view
-from control_plane.sessions import require_csrf, require_session
+from control_plane.edge.errors import status_for
 from core.errors import Conflict, ValidationFailed
 from data_plane.topics import overview
 from data_plane.topics import service as topic_service

@@ -12,7 +12,7 @@ from litestar.params import FromPath, QueryParameter
 from billing import usage
 from control_plane.dashboard.pages import page
 from control_plane.dashboard.scope import environment
-from control_plane.sessions import require_session
+from control_plane.dashboard.sessions import require_session
 
 
 class UsagePages(Controller):

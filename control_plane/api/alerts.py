@@ -8,8 +8,8 @@ from litestar import Controller, Request, delete, get, put
 from litestar.di import NamedDependency
 from litestar.params import Body
 
-from control_plane.auth import auth_context
-from control_plane.resources import Resources
+from control_plane.edge.auth import auth_context
+from control_plane.edge.resources import Resources
 from core import settings
 from data_plane.deadletters import alerts
 from data_plane.deadletters.alert_schemas import AlertEndpointRequest, AlertEndpointView

@@ -8,7 +8,7 @@ from litestar import Controller, Request, get
 from litestar.di import NamedDependency
 from litestar.params import PathParameter, QueryParameter
 
-from control_plane.auth import auth_context
+from control_plane.edge.auth import auth_context
 from core.wire_types import BIGINT_MAX, INTEGER_MAX
 from data_plane.read.schemas import MessagePage, message_page
 from data_plane.runtime import DataPlane

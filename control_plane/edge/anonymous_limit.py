@@ -2,7 +2,7 @@
 shared Redis window as keyed requests (per-process memory while Redis is down).
 
 They are all refused (401), but each still costs a route match and an answer: a client address
-gets :data:`control_plane.rate_limit.ANONYMOUS_PER_S` of them a second, then ``429 RATE_LIMIT_EXCEEDED`` with
+gets :data:`control_plane.edge.rate_limit.ANONYMOUS_PER_S` of them a second, then ``429 RATE_LIMIT_EXCEEDED`` with
 ``Retry-After``.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from control_plane.rate_limit import ANONYMOUS_ORGANISATION, limiter_of
+from control_plane.edge.rate_limit import ANONYMOUS_ORGANISATION, limiter_of
 from core.errors import ClientError
 from tenants.login_throttle import address_bucket
 from tenants.rate_limits import Decision

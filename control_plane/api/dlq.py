@@ -8,7 +8,7 @@ from litestar import Controller, Request, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, QueryParameter
 
-from control_plane.consume import group_session
+from control_plane.api.consume import group_session
 from data_plane.deadletters import service as dlq
 from data_plane.runtime import DataPlane
 

@@ -13,7 +13,7 @@ from litestar.exceptions import (
     ValidationException,
 )
 
-from control_plane.request_id import request_id
+from control_plane.edge.request_id import request_id
 from core.errors import (
     ClientError,
     Conflict,

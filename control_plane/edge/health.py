@@ -16,8 +16,8 @@ import anyio.to_thread
 from litestar import Controller, Litestar, Request, Response, get
 from litestar.di import NamedDependency
 
-from control_plane.errors import error_response
-from control_plane.resources import Resources
+from control_plane.edge.errors import error_response
+from control_plane.edge.resources import Resources
 
 CHECK_TIMEOUT_S = 3.0
 REQUIRED = frozenset({"postgres"})  # without these the replica cannot serve: not ready

@@ -4,7 +4,7 @@ uvicorn's httptools protocol buffers a request head of any size and waits for it
 subclass refuses a head over :data:`MAX_HEAD_BYTES` or :data:`MAX_HEADER_FIELDS` fields with
 ``431 Request Header Fields Too Large`` and closes a connection whose head is not complete within
 :data:`HEAD_TIMEOUT_S` of the connection opening or the previous response ending (slowloris).
-It also writes each response in one syscall (:mod:`control_plane.coalesce`).
+It also writes each response in one syscall (:mod:`control_plane.edge.coalesce`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from control_plane.coalesce import CoalescingTransport
+from control_plane.edge.coalesce import CoalescingTransport
 
 MAX_HEAD_BYTES = 64 * 1024  # request line and headers
 MAX_HEADER_FIELDS = 200
@@ -43,7 +43,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Start the clock on the first head; responses write through a
-        :class:`~control_plane.coalesce.CoalescingTransport` (one syscall per answer)."""
+        :class:`~control_plane.edge.coalesce.CoalescingTransport` (one syscall per answer)."""
         super().connection_made(transport)
         import os
 

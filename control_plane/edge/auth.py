@@ -18,7 +18,7 @@ from litestar.handlers.base import BaseRouteHandler
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from control_plane.resources import resources_of
+from control_plane.edge.resources import resources_of
 from observability.logging import bind, get_logger
 from tenants import service as tenants
 from tenants.authn import KeyAuthenticator

@@ -21,7 +21,7 @@ from opentelemetry.semconv.attributes.url_attributes import URL_PATH, URL_QUERY
 from opentelemetry.semconv.metrics.http_metrics import HTTP_SERVER_REQUEST_DURATION
 from opentelemetry.trace import Span
 
-from control_plane.request_id import request_id
+from control_plane.edge.request_id import request_id
 from observability import telemetry
 from observability.logging import redact
 

@@ -12,8 +12,8 @@ from litestar.params import FromPath
 
 from billing import invoicing
 from billing.invoice_schemas import InvoiceList, InvoiceView
-from control_plane.auth import auth_context
-from control_plane.resources import Resources
+from control_plane.edge.auth import auth_context
+from control_plane.edge.resources import Resources
 
 
 class InvoicesController(Controller):

@@ -15,8 +15,8 @@ from litestar.params import QueryParameter
 
 from billing import usage
 from billing.schemas import UsageReport
-from control_plane.auth import auth_context
-from control_plane.resources import Resources
+from control_plane.edge.auth import auth_context
+from control_plane.edge.resources import Resources
 
 
 class UsageController(Controller):

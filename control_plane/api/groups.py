@@ -8,7 +8,7 @@ from litestar import Controller, Request, delete, get, post, put
 from litestar.di import NamedDependency
 from litestar.params import Body, FromPath
 
-from control_plane.auth import auth_context
+from control_plane.edge.auth import auth_context
 from data_plane.groups import service as groups
 from data_plane.groups.schemas import (
     GroupConfigRequest,

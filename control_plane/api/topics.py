@@ -15,9 +15,9 @@ from litestar.background_tasks import BackgroundTask
 from litestar.di import NamedDependency
 from litestar.params import Body, FromPath
 
-from control_plane.auth import auth_context
-from control_plane.disconnect import unless_disconnected
-from control_plane.series import note_published
+from control_plane.edge.auth import auth_context
+from control_plane.edge.disconnect import unless_disconnected
+from control_plane.edge.series import note_published
 from core.worker import send_task
 from data_plane.groups import service as groups
 from data_plane.runtime import DataPlane

@@ -9,8 +9,8 @@ from litestar import Controller, Request, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import Body, FromPath, QueryParameter
 
-from control_plane.auth import auth_context
-from control_plane.resources import Resources
+from control_plane.edge.auth import auth_context
+from control_plane.edge.resources import Resources
 from tenants import service as tenants
 from tenants.schemas import CreatedKeyView, CreateKeyRequest, KeyList, KeyView
 

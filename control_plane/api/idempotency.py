@@ -15,7 +15,7 @@ from litestar import Controller, Request, get
 from litestar.di import NamedDependency
 from litestar.params import PathParameter
 
-from control_plane.auth import auth_context
+from control_plane.edge.auth import auth_context
 from data_plane.runtime import DataPlane
 from data_plane.topics.schemas import IdempotencyKey
 

@@ -15,7 +15,7 @@ from typing import cast
 from litestar import Litestar
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from control_plane.resources import resources_of
+from control_plane.edge.resources import resources_of
 from tenants import rate_limits
 from tenants.models import AuthContext
 from tenants.rate_limits import Decision, RateLimiter

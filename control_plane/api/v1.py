@@ -5,20 +5,20 @@ from __future__ import annotations
 from litestar import Router
 from litestar.middleware import DefineMiddleware
 
-from control_plane.alerts import AlertsController
-from control_plane.anonymous_limit import anonymous_rate_limit_middleware
-from control_plane.auth import ApiKeyAuthenticationMiddleware, scope_middleware
-from control_plane.consume import ConsumeController
-from control_plane.dlq import DeadLetterController
-from control_plane.groups import GroupsController
-from control_plane.idempotency import IdempotencyController
-from control_plane.invoices import InvoicesController
-from control_plane.keys import KeysController
-from control_plane.lag import LagController
-from control_plane.messages import MessagesController
-from control_plane.rate_limit import rate_limit_middleware
-from control_plane.topics import PublishController, TopicsController
-from control_plane.usage import UsageController
+from control_plane.api.alerts import AlertsController
+from control_plane.api.consume import ConsumeController
+from control_plane.api.dlq import DeadLetterController
+from control_plane.api.groups import GroupsController
+from control_plane.api.idempotency import IdempotencyController
+from control_plane.api.invoices import InvoicesController
+from control_plane.api.keys import KeysController
+from control_plane.api.lag import LagController
+from control_plane.api.messages import MessagesController
+from control_plane.api.topics import PublishController, TopicsController
+from control_plane.api.usage import UsageController
+from control_plane.edge.anonymous_limit import anonymous_rate_limit_middleware
+from control_plane.edge.auth import ApiKeyAuthenticationMiddleware, scope_middleware
+from control_plane.edge.rate_limit import rate_limit_middleware
 
 
 def v1_router() -> Router:

@@ -14,8 +14,8 @@ from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
 from litestar.params import Body, FromPath, QueryParameter
 
-from control_plane.auth import auth_context
-from control_plane.sse import EventStream, comment, event, events, retry_field
+from control_plane.api.sse import EventStream, comment, event, events, retry_field
+from control_plane.edge.auth import auth_context
 from core.errors import QueueCoreError
 from core.wire_types import INTEGER_MAX, Int64, NonNegative64, Partition, Text
 from data_plane import delivery

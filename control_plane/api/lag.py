@@ -9,7 +9,7 @@ from litestar import Controller, Request, get
 from litestar.di import NamedDependency
 from litestar.params import FromPath, QueryParameter
 
-from control_plane.auth import auth_context
+from control_plane.edge.auth import auth_context
 from data_plane.groups import lag
 from data_plane.runtime import DataPlane
 

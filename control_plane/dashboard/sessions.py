@@ -21,7 +21,7 @@ from litestar.enums import RequestEncodingType
 from litestar.handlers.base import BaseRouteHandler
 from litestar.params import Body
 
-from control_plane.resources import Resources, resources_of
+from control_plane.edge.resources import Resources, resources_of
 from core import settings
 from core.wire_types import Text
 from observability.logging import bind

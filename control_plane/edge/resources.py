@@ -12,7 +12,7 @@ from litestar import Litestar
 from litestar.di import Provide
 
 from billing.meter import MeterFlusher, UsageMeter
-from control_plane.series import STATE_KEY, ProducerSeries
+from control_plane.edge.series import STATE_KEY, ProducerSeries
 from core import settings
 from core.db import AsyncPool, async_pool
 from core.object_store import ObjectStore
@@ -72,7 +72,7 @@ class Runtime:
             resources.db, resources.objects, settings.database().url, resources.usage.meter
         )
         self._resources, self._data_plane = resources, data_plane
-        app.state.data_plane = data_plane  # for the SIGTERM drain (control_plane.shutdown)
+        app.state.data_plane = data_plane  # for the SIGTERM drain (control_plane.edge.shutdown)
         producers = ProducerSeries.start_if_on(settings.greptime())  # None when switched off
         app.state[STATE_KEY] = producers.activity if producers else None
         try:

@@ -19,7 +19,7 @@ from typing import Any
 from litestar import Litestar
 from litestar.types import Message, Scope
 
-from control_plane.health import start_draining
+from control_plane.edge.health import start_draining
 from core import settings
 
 
