@@ -16,9 +16,6 @@ SELECT dead_at, replayed_at FROM dead_letters
 WHERE group_id = %(group_id)s AND partition = %(partition)s AND "offset" = %(offset)s
 """
 
-COUNT_PENDING = """
-SELECT count(*) AS depth FROM dead_letters WHERE group_id = %(group_id)s AND replayed_at IS NULL
-"""
 
 # A replayed dead letter becomes a per-message row due at once, attempt 0 (so it is delivered as
 # attempt 1, with its retries afresh), marked as a replay. A row still there for that offset is

@@ -16,6 +16,7 @@ import msgspec
 
 from core.errors import Conflict, NotFound, ValidationFailed
 from data_plane.deadletters import queries as q
+from data_plane.delivery import queries as dq
 from data_plane.delivery.model import Conn, GroupRef
 from data_plane.groups import queries as gq
 from data_plane.groups.service import dead_letter_depth
@@ -140,7 +141,7 @@ async def replay_one(conn: Conn, ref: GroupRef, text: str) -> Replayed:
     """Deliver one dead letter to the group again (404 if not queued, 409 if replayed)."""
     partition, offset = _where(ref, text)
     where = _entry(ref, partition, offset)
-    await conn.execute(gq.LOCK_GROUP_PARTITION, where)
+    await conn.execute(dq.LOCK_GROUP_PARTITION, where)
     rows = await (await conn.execute(q.REPLAY_ONE, where)).fetchall()
     if not rows:
         entry = await (await conn.execute(q.SELECT_ENTRY, where)).fetchone()

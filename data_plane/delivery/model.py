@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from core.db import Conn
 from core.errors import Conflict
-from data_plane.groups import queries as q
+from data_plane.delivery import queries as q
 from data_plane.groups.service import GroupNotFound, topic_of
 from data_plane.write.segment import Message
 

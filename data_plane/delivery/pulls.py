@@ -20,6 +20,7 @@ from psycopg import AsyncCursor
 from psycopg.rows import DictRow
 
 from core.db import autocommit
+from data_plane.delivery import queries as q
 from data_plane.delivery.leases import new_lease_id, range_ack_ids
 from data_plane.delivery.model import Conn, Delivery, GroupRef, Pulled
 from data_plane.delivery.store import (
@@ -29,7 +30,6 @@ from data_plane.delivery.store import (
     messages_at,
     new_ack_id,
 )
-from data_plane.groups import queries as q
 from data_plane.groups.service import GroupTopicNotFound, MemberNotFound
 from data_plane.read.reader import BlockRow, SegmentReader
 from data_plane.write.segment import Message

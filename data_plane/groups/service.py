@@ -19,7 +19,6 @@ import psycopg
 
 from core.db import Conn
 from core.errors import ClientError, Conflict, NotFound, ValidationFailed
-from data_plane.deadletters import queries as dlq_queries
 from data_plane.groups import queries as q
 from data_plane.groups.assignment import assign
 from data_plane.groups.pulse import PULSE_GAP_S
@@ -472,7 +471,7 @@ async def describe(conn: Conn, environment_id: str, topic: str, group: str) -> d
 
 async def dead_letter_depth(conn: Conn, group_id: str) -> int:
     """The depth of the group's dead-letter queue: its dead letters not replayed."""
-    row = await (await conn.execute(dlq_queries.COUNT_PENDING, {"group_id": group_id})).fetchone()
+    row = await (await conn.execute(q.COUNT_PENDING, {"group_id": group_id})).fetchone()
     return int(row["depth"]) if row else 0
 
 

@@ -57,7 +57,7 @@ from core.db import AsyncPool, autocommit
 from core.object_store import ObjectStore
 from core.settings import WriterSettings
 from data_plane.errors import PublishOutcomeUnknown, PublishUnavailable, TopicNotFound
-from data_plane.topics import queries as q
+from data_plane.write import queries as q
 from data_plane.write.segment import BlockRef, Message, SegmentBuilder
 from data_plane.write.timing import FlushClock, PhaseTimings
 from data_plane.write.triage import SlowPublishTriage
