@@ -3,6 +3,10 @@
 Run ``python -m infra.layers`` to print the graph and any violation. A node is a top-level
 package, except that Celery task modules (``<package>.tasks``) are nodes of their own: they are
 edges of the system, as the controllers are, though they live beside the domain they serve.
+
+One level down, inside every package and sub-package, its children (modules and sub-packages)
+must import each other without a cycle either (:func:`child_cycles`): a ring of sub-packages is
+a ring of responsibilities, whatever the layers around them allow.
 """
 
 from __future__ import annotations
@@ -135,6 +139,52 @@ def cycles(found: Iterable[Import]) -> list[list[str]]:
     return result
 
 
+def packages(root: Path = ROOT) -> list[str]:
+    """Every package and sub-package of the project (a folder with ``__init__.py``)."""
+    found = []
+    for package in PACKAGES:
+        for init in sorted((root / package).rglob("__init__.py")):
+            found.append(module_name(init, root))
+    return found
+
+
+def child_of(package: str, module: str, children: set[str]) -> str | None:
+    """The child of ``package`` that ``module`` is or lies in; a name the package's own
+    ``__init__`` defines counts as the package's ``__init__``. None outside the package."""
+    if not module.startswith(package + "."):
+        return None
+    head = f"{package}.{module[len(package) + 1 :].split('.')[0]}"
+    return head if head in children else f"{package}.__init__"
+
+
+def child_imports(package: str, root: Path = ROOT) -> list[Import]:
+    """The imports between the children of one package (its modules and sub-packages)."""
+    folder = root / Path(*package.split("."))
+    children = {
+        module_name(path, root)
+        for path in folder.iterdir()
+        if (path.suffix == ".py" and path.name != "__init__.py") or (path / "__init__.py").exists()
+    }
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        source = child_of(package, module_name(path, root), children) or f"{package}.__init__"
+        for module, line in imported_modules(path, root):
+            target = child_of(package, module, children)
+            if target and target != source:
+                found.append(Import(source, target, f"{path.relative_to(root)}:{line}"))
+    return found
+
+
+def child_cycles(root: Path = ROOT) -> dict[str, list[list[str]]]:
+    """Per package, the cycles among its children (empty when there is none anywhere)."""
+    found = {}
+    for package in packages(root):
+        ring = cycles(child_imports(package, root))
+        if ring:
+            found[package] = ring
+    return found
+
+
 def main() -> int:
     """Print the graph by layer, then every upward import and cycle; exit 1 if there is one."""
     found = imports()
@@ -149,7 +199,11 @@ def main() -> int:
         print(f"UPWARD {i.source} -> {i.target} at {i.where}")
     for component in cycles(found):
         print("CYCLE " + " <-> ".join(component))
-    return 1 if bad or cycles(found) else 0
+    inner = child_cycles()
+    for package, components in inner.items():
+        for component in components:
+            print(f"CYCLE in {package}: " + " <-> ".join(component))
+    return 1 if bad or cycles(found) or inner else 0
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ threshold at 0 or unset there is no triage object at all (the writer checks for 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Protocol, Self
 
 from core import settings
 from core.settings import TriageSettings
@@ -24,9 +24,24 @@ from observability.series import Row, SeriesWriter
 
 if TYPE_CHECKING:
     from data_plane.write.timing import FlushClock
-    from data_plane.write.writer import TopicTarget
 
 log = get_logger("queuecore.triage")
+
+
+class TopicTarget(Protocol):
+    """What triage tags a slow publish with (the writer's target of a topic has it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def latency_class(self) -> str: ...
+    @property
+    def organisation_id(self) -> str: ...
+    @property
+    def project_id(self) -> str: ...
+    @property
+    def environment_id(self) -> str: ...
+
 
 TABLE = "queuecore_slow_publishes"
 CAUSES = PHASES  # queue_wait, put, commit, answer, loop_lag

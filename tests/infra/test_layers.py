@@ -33,3 +33,34 @@ def test_task_modules_are_edges_of_their_own() -> None:
     assert layers.rank_of("data_plane.tasks") > layers.rank_of("data_plane")
     assert layers.node_of("data_plane.write.writer") == "data_plane"
     assert layers.node_of("httpx") is None
+
+
+def test_no_package_has_a_cycle_among_its_sub_packages_and_modules() -> None:
+    assert "data_plane.delivery" in layers.packages()
+    assert layers.child_imports("data_plane"), "the scan found no import between sub-packages"
+    assert layers.child_cycles() == {}
+
+
+def test_the_check_sees_a_cycle_one_level_down(tmp_path: Path) -> None:
+    files = {
+        "data_plane/__init__.py": "",
+        "data_plane/write/__init__.py": "",
+        "data_plane/write/writer.py": "from data_plane.topics import queries as q\n",
+        "data_plane/topics/__init__.py": "",
+        "data_plane/topics/queries.py": "",
+        "data_plane/topics/service.py": "from data_plane.groups.service import GroupRef\n",
+        "data_plane/groups/__init__.py": "",
+        "data_plane/groups/service.py": "from ..write import writer\n",
+        "data_plane/errors.py": "",
+        "data_plane/read/__init__.py": "from data_plane.read.reader import Reader\n",
+        "data_plane/read/reader.py": "from data_plane.errors import Gone\nfrom data_plane.read import X\n",
+    }
+    for name, source in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(source)
+    for package in layers.PACKAGES:
+        (tmp_path / package).mkdir(exist_ok=True)
+    assert layers.child_cycles(tmp_path) == {
+        "data_plane": [["data_plane.groups", "data_plane.topics", "data_plane.write"]],
+        "data_plane.read": [["data_plane.read.__init__", "data_plane.read.reader"]],
+    }
