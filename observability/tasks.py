@@ -10,11 +10,10 @@ from typing import Any
 
 from celery import shared_task
 
-from billing import series_queries as usage_series
 from core import settings
 from core.db import Conn
 from core.worker import run_connected
-from data_plane.groups import series_queries
+from observability import queries as q
 from observability import series
 from observability.series_rows import consumer_rows, usage_rows
 
@@ -44,8 +43,8 @@ async def _read_snapshot(
     conn: Conn, now: datetime, limit: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every group partition's consumer state, and usage of the previous and current hour."""
-    consumers = await (await conn.execute(series_queries.CONSUMERS, {"limit": limit})).fetchall()
+    consumers = await (await conn.execute(q.CONSUMERS, {"limit": limit})).fetchall()
     since = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
     params = {"since": since, "limit": limit}
-    usage = await (await conn.execute(usage_series.USAGE_HOURLY, params)).fetchall()
+    usage = await (await conn.execute(q.USAGE_HOURLY, params)).fetchall()
     return consumers, usage

@@ -38,8 +38,8 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 from core import settings
 from core.settings import SettingsError
-from data_plane.groups import lag_queries as q
 from data_plane.groups.lag import BUCKET_S
+from spark_pipelines import queries as q
 from spark_pipelines import sink
 from spark_pipelines.cli import add_lag_analytics_arguments, default_window
 from spark_pipelines.session import build_session

@@ -23,16 +23,15 @@ from typing import Any
 
 from celery import shared_task
 
-from billing import queries as usage_queries
 from core import settings
 from core.errors import ServerError, ValidationFailed
 from core.settings import SparkSettings
 from core.worker import task_connection
-from data_plane.groups import lag, lag_queries, series_queries
-from data_plane.maintenance import compaction_queries
+from data_plane.groups import lag
 from observability import series
 from observability.logging import get_logger
 from observability.series_rows import lag_rows
+from spark_pipelines import queries as q
 from spark_pipelines.cli import current_month, default_window, month, timestamp
 from spark_pipelines.submit import job_command
 
@@ -92,13 +91,13 @@ def send_lag_series(since: datetime, until: datetime) -> dict[str, int]:
 
 async def _lag_series(params: dict[str, Any]) -> list[dict[str, Any]]:
     async with task_connection() as conn:
-        return await (await conn.execute(series_queries.LAG_SERIES, params)).fetchall()
+        return await (await conn.execute(q.LAG_SERIES, params)).fetchall()
 
 
 async def _has_snapshots(since: datetime, until: datetime) -> bool:
     async with task_connection() as conn:
         row = await (
-            await conn.execute(lag_queries.ANY_SNAPSHOTS, {"since": since, "until": until})
+            await conn.execute(q.ANY_SNAPSHOTS, {"since": since, "until": until})
         ).fetchone()
         return bool(row and row["found"])
 
@@ -141,9 +140,7 @@ async def _has_usage(first: date) -> bool:
     since = datetime(first.year, first.month, 1, tzinfo=UTC)
     until = datetime(first.year + first.month // 12, first.month % 12 + 1, 1, tzinfo=UTC)
     async with task_connection() as conn:
-        row = await (
-            await conn.execute(usage_queries.ANY_HOURLY, {"since": since, "until": until})
-        ).fetchone()
+        row = await (await conn.execute(q.ANY_HOURLY, {"since": since, "until": until})).fetchone()
         return bool(row and row["found"])
 
 
@@ -170,7 +167,7 @@ def run_compaction(
 async def _has_compaction_candidates(small_object_bytes: int, min_age_s: int) -> bool:
     params = {"small_object_bytes": small_object_bytes, "min_age_s": min_age_s}
     async with task_connection() as conn:
-        row = await (await conn.execute(compaction_queries.ANY_CANDIDATES, params)).fetchone()
+        row = await (await conn.execute(q.ANY_CANDIDATES, params)).fetchone()
         return bool(row and row["found"])
 
 

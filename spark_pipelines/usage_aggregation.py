@@ -31,9 +31,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from billing import plans
-from billing import queries as q
 from core import settings
 from core.settings import SettingsError
+from spark_pipelines import queries as q
 from spark_pipelines import sink
 from spark_pipelines.cli import add_usage_aggregation_arguments, current_month
 from spark_pipelines.lag_analytics import time_slices
