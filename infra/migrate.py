@@ -1,5 +1,6 @@
 """Schema migrations: numbered SQL files in ``infra/migrations`` applied by yoyo-migrations,
-then the stored functions of ``data_plane/sql`` (one file each, ``CREATE OR REPLACE``).
+then the stored functions (one file each in a ``functions/`` folder beside the package that owns
+them, ``CREATE OR REPLACE``).
 
 Migrations hold the schema only; a function's current definition is its file, applied after
 every run, so it is read in one place instead of diffed across migrations. A function whose
@@ -18,10 +19,9 @@ from pathlib import Path
 import psycopg
 from yoyo import get_backend, read_migrations
 
-import data_plane
+from infra.layers import PACKAGES, ROOT
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-FUNCTIONS_DIR = Path(data_plane.__file__).parent / "sql"
 _ADVISORY_KEY = 0x51C0_0001  # any fixed number shared by every QueueCore process
 
 
@@ -52,9 +52,20 @@ def apply(url: str) -> list[str]:
             guard.execute("SELECT pg_advisory_unlock(%s)", (_ADVISORY_KEY,))
 
 
+def function_paths() -> dict[str, Path]:
+    """Each stored function's name and its file (``<package>/…/functions/<name>.sql``)."""
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("functions/*.sql"):
+            if path.stem in found:
+                raise RuntimeError(f"two files define {path.stem}: {found[path.stem]}, {path}")
+            found[path.stem] = path
+    return dict(sorted(found.items()))
+
+
 def function_files() -> dict[str, str]:
     """Each stored function's name and its file's text, in name order."""
-    return {path.stem: path.read_text() for path in sorted(FUNCTIONS_DIR.glob("*.sql"))}
+    return {name: path.read_text() for name, path in function_paths().items()}
 
 
 def apply_functions(conn: psycopg.Connection) -> None:
