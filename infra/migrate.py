@@ -2,9 +2,16 @@
 then the stored functions (one file each in a ``functions/`` folder beside the package that owns
 them, ``CREATE OR REPLACE``).
 
-Migrations hold the schema only; a function's current definition is its file, applied after
-every run, so it is read in one place instead of diffed across migrations. A function whose
-signature or return type changes needs a ``DROP FUNCTION`` in a migration first.
+Migrations hold the schema only; a function's definition is its file, applied after every run,
+so it is read in one place instead of diffed across migrations.
+
+A released function never changes under its name: replicas of the previous release keep calling
+it during a rolling deploy (and after a rollback). A changed function is a new file under a new
+name (``qc_pull_v2``), the statements call the new name, and the old file stays until no running
+release calls it; a later migration then drops it. ``released_functions.json`` records each
+released name with a digest of its body, and :func:`function_violations` (run by the tests)
+refuses a body changed under a released name, a dropped name brought back, and a new function
+not yet recorded.
 
 yoyo records what it applied and guards with its own lock row; we also hold a PostgreSQL
 advisory lock for the whole run, so replicas starting together apply each migration once, and a
@@ -14,6 +21,9 @@ lock) is cleared safely: while we hold the advisory lock, no other migrator can 
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from pathlib import Path
 
 import psycopg
@@ -22,6 +32,7 @@ from yoyo import get_backend, read_migrations
 from infra.layers import PACKAGES, ROOT
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+RELEASED_FUNCTIONS = Path(__file__).parent / "released_functions.json"
 _ADVISORY_KEY = 0x51C0_0001  # any fixed number shared by every QueueCore process
 
 
@@ -66,6 +77,51 @@ def function_paths() -> dict[str, Path]:
 def function_files() -> dict[str, str]:
     """Each stored function's name and its file's text, in name order."""
     return {name: path.read_text() for name, path in function_paths().items()}
+
+
+def body_digest(text: str) -> str:
+    """A function file's digest: its SQL without full-line comments, blank space folded."""
+    kept = (line for line in text.splitlines() if not line.lstrip().startswith("--"))
+    return hashlib.sha256(" ".join(" ".join(kept).split()).encode()).hexdigest()
+
+
+def released_functions() -> dict[str, str]:
+    """Every function name ever released, with its body's digest (``released_functions.json``)."""
+    recorded: dict[str, str] = json.loads(RELEASED_FUNCTIONS.read_text())
+    return recorded
+
+
+def dropped_functions(migrations_dir: Path = MIGRATIONS_DIR) -> set[str]:
+    """The functions a migration drops."""
+    pattern = re.compile(r"DROP\s+FUNCTION\s+(?:IF\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
+    return {
+        name.lower()
+        for path in migrations_dir.glob("*.sql")
+        for name in pattern.findall(path.read_text())
+    }
+
+
+def function_violations(
+    files: dict[str, str], released: dict[str, str], dropped: set[str]
+) -> list[str]:
+    """What breaks the rule that a released function never changes under its name."""
+    found = []
+    for name, text in files.items():
+        digest = body_digest(text)
+        if name in dropped:
+            found.append(f"{name} was dropped by a migration: a new definition needs a new name")
+        elif name not in released:
+            found.append(
+                f'{name} is not recorded: add "{name}": "{digest}" to {RELEASED_FUNCTIONS.name}'
+            )
+        elif released[name] != digest:
+            found.append(
+                f"{name} changed under its released name: define it as a new function (a new file"
+                f" and name), call that, and keep {name} until no running release calls it"
+            )
+    for name in released.keys() - files.keys() - dropped:
+        found.append(f"{name} is released: keep its file until a migration drops it")
+    return found
 
 
 def apply_functions(conn: psycopg.Connection) -> None:
