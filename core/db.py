@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 
 import psycopg
 from psycopg import AsyncConnection, Connection
@@ -89,3 +90,35 @@ async def autocommit(conn: AsyncConnection[Any]) -> AsyncIterator[None]:
     finally:
         with contextlib.suppress(psycopg.Error):
             await conn.set_autocommit(previous)
+
+
+async def ping(pool: AsyncPool, timeout_s: float) -> None:
+    """One round trip on a pooled connection, within ``timeout_s`` to get it (readiness)."""
+    async with pool.connection(timeout=timeout_s) as conn:
+        await conn.execute("SELECT 1")
+
+
+class Database(Protocol):
+    """Where a service gets its connections: the API's pool, or a task's :class:`Connector`."""
+
+    def connection(self) -> AbstractAsyncContextManager[Conn]:
+        """A connection for the block; a pool's commits at its end (rolls back on an error)."""
+        ...
+
+
+class Connector:
+    """Fresh autocommit connections, one per :meth:`connection`: for Celery tasks and CLI
+    commands, which run each piece of work in an event loop of its own (a pool would not
+    outlive it) and whose work commits step by step."""
+
+    def __init__(self, url: str, connect_timeout_s: int = 5) -> None:
+        self.url = url
+        self.connect_timeout_s = connect_timeout_s
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[Conn]:
+        """A new connection, closed when the block ends."""
+        async with await AsyncConnection.connect(
+            self.url, autocommit=True, row_factory=dict_row, connect_timeout=self.connect_timeout_s
+        ) as conn:
+            yield conn

@@ -617,3 +617,31 @@ def clear_caches() -> None:  # type: ignore[no-redef]  # extended, so merges sta
     _clear_caches_before_triage()
     triage.cache_clear()
     s3_put_threads.cache_clear()
+
+
+@dataclass(frozen=True, slots=True)
+class DataPlaneSettings:
+    """What a process's data plane is built with: its constructor reads no setting itself."""
+
+    database_url: str
+    writer: WriterSettings
+    triage: TriageSettings
+    greptime: GreptimeSettings
+    webhooks: WebhookSettings
+    read_cache_max_bytes: int
+    traffic_flush_s: int  # how often the per-topic traffic counters are written
+    orphan_grace_s: int
+
+    @classmethod
+    def from_env(cls) -> DataPlaneSettings:
+        """The process's settings for its data plane."""
+        return cls(
+            database_url=database().url,
+            writer=writer(),
+            triage=triage(),
+            greptime=greptime(),
+            webhooks=webhooks(),
+            read_cache_max_bytes=read_cache_max_bytes(),
+            traffic_flush_s=meter().flush_s,
+            orphan_grace_s=orphan_grace_s(),
+        )

@@ -7,6 +7,10 @@ edges of the system, as the controllers are, though they live beside the domain 
 One level down, inside every package and sub-package, its children (modules and sub-packages)
 must import each other without a cycle either (:func:`child_cycles`): a ring of sub-packages is
 a ring of responsibilities, whatever the layers around them allow.
+
+And the edges (``control_plane`` and every Celery task module) go through the services' doors:
+none imports a part of the data plane other than its service API (``data_plane.service``) or
+opens a database connection itself (:func:`door_violations`).
 """
 
 from __future__ import annotations
@@ -185,6 +189,38 @@ def child_cycles(root: Path = ROOT) -> dict[str, list[list[str]]]:
     return found
 
 
+SERVICE_API = "data_plane.service"
+OPENERS = frozenset({"connection", "connect"})  # calls that open a database connection
+
+
+def edge_files(root: Path = ROOT) -> list[Path]:
+    """The modules of the edges: the HTTP application and every Celery task module."""
+    tasks = [path for package in PACKAGES for path in (root / package).rglob("tasks.py")]
+    return sorted({*(root / "control_plane").rglob("*.py"), *tasks})
+
+
+def _through_the_door(module: str) -> bool:
+    return module in {"data_plane", SERVICE_API} or module.startswith(SERVICE_API + ".")
+
+
+def door_violations(root: Path = ROOT) -> list[str]:
+    """Where an edge imports the data plane past its service API or opens a connection."""
+    found = []
+    for path in edge_files(root):
+        where = path.relative_to(root)
+        for module, line in imported_modules(path, root):
+            if node_of(module) == "data_plane" and not _through_the_door(module):
+                found.append(f"{where}:{line}: imports {module}")
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                called = node.func
+                name = called.attr if isinstance(called, ast.Attribute) else None
+                name = called.id if isinstance(called, ast.Name) else name
+                if name in OPENERS:
+                    found.append(f"{where}:{node.lineno}: opens a connection ({name})")
+    return found
+
+
 def main() -> int:
     """Print the graph by layer, then every upward import and cycle; exit 1 if there is one."""
     found = imports()
@@ -203,7 +239,10 @@ def main() -> int:
     for package, components in inner.items():
         for component in components:
             print(f"CYCLE in {package}: " + " <-> ".join(component))
-    return 1 if bad or cycles(found) or inner else 0
+    doors = door_violations()
+    for violation in doors:
+        print(f"PAST THE DOOR {violation}")
+    return 1 if bad or cycles(found) or inner or doors else 0
 
 
 if __name__ == "__main__":

@@ -9,13 +9,10 @@ from litestar.di import NamedDependency
 from litestar.params import Body
 
 from control_plane.edge.auth import auth_context
-from control_plane.edge.resources import Resources
-from core import settings
-from data_plane.deadletters import alerts
-from data_plane.deadletters.alert_schemas import AlertEndpointRequest, AlertEndpointView
+from data_plane.service import AlertEndpoint, AlertEndpointRequest, AlertEndpointView, DataPlane
 
 
-def endpoint_view(endpoint: alerts.AlertEndpoint) -> AlertEndpointView:
+def endpoint_view(endpoint: AlertEndpoint) -> AlertEndpointView:
     """Render an endpoint; ``secret`` only when the call made it."""
     return AlertEndpointView(
         url=endpoint.url,
@@ -36,35 +33,27 @@ class AlertsController(Controller):
 
     @get("/", summary="The alert webhook endpoint (its secret as a hint only)")
     async def get_endpoint(
-        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+        self, request: Request[Any, Any, Any], data_plane: NamedDependency[DataPlane]
     ) -> AlertEndpointView:
         """404 ``ALERT_ENDPOINT_NOT_FOUND`` when none is configured."""
-        async with resources.db.connection() as conn:
-            endpoint = await alerts.get_endpoint(conn, auth_context(request).environment_id)
-        return endpoint_view(endpoint)
+        return endpoint_view(await data_plane.dead_letters.alert_endpoint(auth_context(request)))
 
     @put("/", summary="Set the alert webhook endpoint; a new secret is in this response only")
     async def put_endpoint(
         self,
         request: Request[Any, Any, Any],
-        resources: NamedDependency[Resources],
+        data_plane: NamedDependency[DataPlane],
         data: Annotated[AlertEndpointRequest, Body()],
     ) -> AlertEndpointView:
         """A signing secret is made on creation, and again with ``rotateSecret``."""
-        async with resources.db.connection() as conn:
-            endpoint = await alerts.put_endpoint(
-                conn,
-                auth_context(request).environment_id,
-                data.url,
-                rotate_secret=data.rotate_secret,
-                allow_private=settings.webhooks().allow_private,
-            )
+        endpoint = await data_plane.dead_letters.set_alert_endpoint(
+            auth_context(request), data.url, rotate_secret=data.rotate_secret
+        )
         return endpoint_view(endpoint)
 
     @delete("/", summary="Remove the alert webhook endpoint")
     async def delete_endpoint(
-        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+        self, request: Request[Any, Any, Any], data_plane: NamedDependency[DataPlane]
     ) -> None:
         """Alerts keep being raised and re-armed, but none is sent."""
-        async with resources.db.connection() as conn:
-            await alerts.delete_endpoint(conn, auth_context(request).environment_id)
+        await data_plane.dead_letters.delete_alert_endpoint(auth_context(request))

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from contextlib import aclosing
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -18,19 +16,9 @@ from control_plane.api.sse import EventStream, comment, event, events, retry_fie
 from control_plane.edge.auth import auth_context
 from core.errors import QueueCoreError
 from core.wire_types import INTEGER_MAX, Int64, NonNegative64, Partition, Text
-from data_plane import delivery
-from data_plane.delivery import AckRejected, Delivery, GroupRef, Pulled
-from data_plane.groups.service import (
-    HEARTBEAT_DIVISOR,
-    RETRY_DELAY_MS,
-    parse_duration_ms,
-)
-from data_plane.read.schemas import iso_timestamp
-from data_plane.runtime import DataPlane
-from data_plane.write.publish import message_id
+from data_plane.service import DataPlane, Delivery, GroupRef, Stream, iso_timestamp, message_id
 from observability.logging import get_logger
 
-KEEPALIVE_S = 15.0
 RECONNECT_MS = 1000  # the SSE ``retry:`` an EventSource waits before reconnecting
 log = get_logger("queuecore.consume")
 STREAM_BATCH = 100
@@ -164,30 +152,6 @@ def render(ref: GroupRef, item: Delivery) -> DeliveredMessage:
     return Renderer(ref)(item)
 
 
-@asynccontextmanager
-async def group_session(
-    request: Request[Any, Any, Any], data_plane: DataPlane, topic: str, group: str
-) -> AsyncIterator[tuple[delivery.Conn, GroupRef]]:
-    """One transaction on the caller's group: committed when the block ends without error."""
-    async with data_plane.db.connection() as conn:
-        yield (
-            conn,
-            await delivery.group_ref(conn, auth_context(request).environment_id, topic, group),
-        )
-
-
-def _wait_s(pulled: Pulled, budget_s: float) -> float:
-    """Until the next lease expiry or due retry of the member's partitions, within the budget.
-
-    And within a heartbeat interval of the member's session: each pull counts as a heartbeat,
-    so a consumer waiting on an open stream or long-poll is never evicted as silent.
-    """
-    budget_s = min(budget_s, pulled.session_timeout_ms / 1000 / HEARTBEAT_DIVISOR)
-    if pulled.wakeup is None:
-        return budget_s
-    return min(budget_s, max((pulled.wakeup - datetime.now(UTC)).total_seconds(), 0) + 0.01)
-
-
 class ConsumeController(Controller):
     """Deliver, settle and position a group's messages."""
 
@@ -206,22 +170,10 @@ class ConsumeController(Controller):
         data: Annotated[PullRequest, Body()],
     ) -> PullResponse:
         """Waits up to ``waitMs`` for at least one message (less when the server stops)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + data.wait_ms / 1000
-        ref = await data_plane.group_ref(auth_context(request).environment_id, topic, group)
-        # Registered before each pull, so a publish while it runs is not missed.
-        pulled: Pulled | None = None
-        with data_plane.listener.watch(ref.topic_id) as watch:
-            while True:
-                watch.event.clear()
-                pulled = await data_plane.pull(
-                    auth_context(request).environment_id, ref, member_id, data.max_messages, pulled
-                )
-                ref, watch.partitions, watch.full = pulled.ref, pulled.partitions, pulled.full
-                remaining = deadline - loop.time()
-                if pulled.deliveries or remaining <= 0 or data_plane.stopping.is_set():
-                    return PullResponse(Renderer(ref).all(pulled.deliveries))
-                await watch.wait(_wait_s(pulled, remaining))  # the server stopping wakes it too
+        pulled = await data_plane.pull(
+            auth_context(request), topic, group, member_id, data.max_messages, data.wait_ms
+        )
+        return PullResponse(Renderer(pulled.ref).all(pulled.deliveries))
 
     @get("/members/{member_id:str}/stream", summary="Push: messages as Server-Sent Events")
     async def stream(
@@ -233,10 +185,10 @@ class ConsumeController(Controller):
         member_id: FromPath[str],
     ) -> EventStream:
         """Event ``message`` per delivery; a comment keeps idle connections open."""
-        ref = await data_plane.group_ref(auth_context(request).environment_id, topic, group)
-        env = auth_context(request).environment_id
-        first = await data_plane.pull(env, ref, member_id, STREAM_BATCH)
-        return EventStream(_events(data_plane, env, member_id, first))
+        stream = await data_plane.stream(
+            auth_context(request), topic, group, member_id, STREAM_BATCH
+        )
+        return EventStream(_events(stream, member_id))
 
     @post("/ack", summary="Acknowledge messages (batched)", status_code=200)
     async def ack(
@@ -248,17 +200,7 @@ class ConsumeController(Controller):
         data: Annotated[AckRequest, Body()],
     ) -> Response[dict[str, Any]]:
         """200 with per-id results; 409 ``ACK_REJECTED`` when no id could be acked."""
-        ref = await data_plane.group_ref(auth_context(request).environment_id, topic, group)
-        async with data_plane.db.connection() as conn:
-            outcome = await delivery.ack(conn, ref, data.ack_ids)
-            if not outcome.done:
-                fresh = await data_plane.fresh_ref(conn, auth_context(request).environment_id, ref)
-                if fresh.id != ref.id:
-                    outcome = await delivery.ack(conn, fresh, data.ack_ids)
-        if not outcome.done:
-            verdicts = {"acked": [], "rejected": outcome.rejected}  # beside "error", as in a 200
-            raise AckRejected(outcome.rejected[0]["reason"], body=verdicts)
-        data_plane.listener.poke_full(ref.topic_id)  # a stream waiting for room pulls again
+        outcome = await data_plane.ack(auth_context(request), topic, group, data.ack_ids)
         return Response({"acked": outcome.done, "rejected": outcome.rejected}, status_code=200)
 
     @post("/nack", summary="Reject a message: retry with backoff or dead-letter", status_code=200)
@@ -271,18 +213,9 @@ class ConsumeController(Controller):
         data: Annotated[NackRequest, Body()],
     ) -> dict[str, Any]:
         """The retry waits ``retryDelay · 2^(attempt-1)``."""
-        delay = (
-            None
-            if data.retry_delay is None
-            else parse_duration_ms(data.retry_delay, "retryDelay", RETRY_DELAY_MS)
+        return await data_plane.nack(
+            auth_context(request), topic, group, data.ack_id, data.error, data.retry_delay
         )
-        async with group_session(request, data_plane, topic, group) as (conn, ref):
-            nacked = await delivery.nack(
-                conn, data_plane.reader, ref, data.ack_id, data.error, delay
-            )
-        # Its streams pull again: room was made, and the retry's due time is a new wake-up.
-        data_plane.listener.poke({ref.topic_id})
-        return nacked
 
     @post("/extend", summary="Extend leases", status_code=200)
     async def extend(
@@ -294,8 +227,9 @@ class ConsumeController(Controller):
         data: Annotated[ExtendRequest, Body()],
     ) -> dict[str, Any]:
         """Only current, unexpired leases are extended; the others are listed as not extended."""
-        async with group_session(request, data_plane, topic, group) as (conn, ref):
-            extended = await delivery.extend(conn, ref, data.ack_ids, data.seconds)
+        extended = await data_plane.extend(
+            auth_context(request), topic, group, data.ack_ids, data.seconds
+        )
         return {"extended": extended, "notExtended": sorted(set(data.ack_ids) - set(extended))}
 
     @get("/offsets", summary="Committed offset, end and lag")
@@ -308,8 +242,7 @@ class ConsumeController(Controller):
         partition: Annotated[int | None, QueryParameter(ge=0, le=INTEGER_MAX)] = None,
     ) -> dict[str, Any]:
         """``{current, latest, lag}`` for one partition, or ``{partitions: […]}``."""
-        async with group_session(request, data_plane, topic, group) as (conn, ref):
-            rows = await delivery.offsets(conn, ref, partition)
+        rows = await data_plane.groups.offsets(auth_context(request), topic, group, partition)
         if partition is not None:
             return {k: v for k, v in rows[0].items() if k != "partition"}
         return {"partitions": rows}
@@ -329,8 +262,9 @@ class ConsumeController(Controller):
         data: Annotated[SeekRequest, Body()],
     ) -> dict[str, Any]:
         """Messages in flight on that partition are forgotten."""
-        async with group_session(request, data_plane, topic, group) as (conn, ref):
-            return await delivery.seek(conn, ref, data.partition, data.offset)
+        return await data_plane.groups.seek(
+            auth_context(request), topic, group, data.partition, data.offset
+        )
 
     @post(
         "/offsets/reset",
@@ -347,55 +281,31 @@ class ConsumeController(Controller):
         data: Annotated[ResetRequest, Body()],
     ) -> dict[str, Any]:
         """409 ``GROUP_HAS_ACTIVE_MEMBERS`` while consumers are joined."""
-        async with group_session(request, data_plane, topic, group) as (conn, ref):
-            env = auth_context(request).environment_id
-            return {"partitions": await delivery.reset(conn, env, ref, data.to)}
+        partitions = await data_plane.groups.reset(auth_context(request), topic, group, data.to)
+        return {"partitions": partitions}
 
 
-async def _events(
-    data_plane: DataPlane, environment_id: str, member_id: str, first: Pulled
-) -> AsyncIterator[bytes]:
-    """Deliveries as they become available; ends with an ``error`` event if the member is gone,
-    or when the server stops (after sending what it pulled; the client reconnects elsewhere).
-
-    The stream registers for its partitions' notifications before each pull and sleeps on
-    that registration only when a pull came back short, so a publish is delivered as soon as
-    its NOTIFY arrives: no polling, no lost wake-up. The server stopping wakes it too.
-    """
+async def _events(stream: Stream, member_id: str) -> AsyncIterator[bytes]:
+    """The stream's deliveries as ``message`` events, a comment when a pull found nothing; ends
+    with an ``error`` event when the member is gone or the stream fails, or when the server
+    stops (after sending what it pulled: the client reconnects elsewhere)."""
     yield retry_field(RECONNECT_MS)
-    pulled, look_again = first, True  # registered after the first pull: look once more
-    stopping = data_plane.stopping
-    with data_plane.listener.watch(first.ref.topic_id, first.partitions) as watch:
-        watch.full = first.full
-        while True:
-            if pulled.deliveries:
-                wires = Renderer(pulled.ref).all(pulled.deliveries)
-                yield events("message", [(wire.ack_id, wire) for wire in wires])
-            if stopping.is_set():
-                break
-            try:
-                if not look_again and len(pulled.deliveries) < STREAM_BATCH:
-                    await watch.wait(_wait_s(pulled, KEEPALIVE_S))
-                    if stopping.is_set():
-                        break
-                look_again = False
-                watch.event.clear()
-                pulled = await data_plane.pull(
-                    environment_id, pulled.ref, member_id, STREAM_BATCH, pulled
-                )
-                watch.partitions, watch.full = pulled.partitions, pulled.full
-            except QueueCoreError as exc:
-                yield _error_event(exc.code, exc.message)
-                return
-            except Exception as exc:
-                # The stream's response has started: a failure can only end it, with a reason.
-                log.warning("stream_failed", member_id=member_id, error=type(exc).__name__)
-                yield _error_event(
-                    "SERVICE_UNAVAILABLE", "The stream failed; reconnect to continue."
-                )
-                return
-            if not pulled.deliveries:
-                yield comment("keepalive")
+    try:
+        async with aclosing(stream.batches()) as batches:
+            async for pulled in batches:
+                if pulled.deliveries:
+                    wires = Renderer(pulled.ref).all(pulled.deliveries)
+                    yield events("message", [(wire.ack_id, wire) for wire in wires])
+                elif pulled is not stream.first:
+                    yield comment("keepalive")
+    except QueueCoreError as exc:
+        yield _error_event(exc.code, exc.message)
+        return
+    except Exception as exc:
+        # The stream's response has started: a failure can only end it, with a reason.
+        log.warning("stream_failed", member_id=member_id, error=type(exc).__name__)
+        yield _error_event("SERVICE_UNAVAILABLE", "The stream failed; reconnect to continue.")
+        return
     yield _error_event("SERVICE_UNAVAILABLE", "server shutting down, reconnect")
 
 

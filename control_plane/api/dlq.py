@@ -8,9 +8,8 @@ from litestar import Controller, Request, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, QueryParameter
 
-from control_plane.api.consume import group_session
-from data_plane.deadletters import service as dlq
-from data_plane.runtime import DataPlane
+from control_plane.edge.auth import auth_context
+from data_plane.service import MAX_DEAD_LETTER_PAGE, DataPlane, DeadLetterPage, Replayed
 
 
 class DeadLetterController(Controller):
@@ -27,14 +26,15 @@ class DeadLetterController(Controller):
         data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
-        limit: Annotated[int, QueryParameter(ge=1, le=dlq.MAX_PAGE)] = 100,
+        limit: Annotated[int, QueryParameter(ge=1, le=MAX_DEAD_LETTER_PAGE)] = 100,
         after: Annotated[
             str | None, QueryParameter(description="messageId to continue after")
         ] = None,
-    ) -> dlq.DeadLetterPage:
+    ) -> DeadLetterPage:
         """Original data, error reason, attempts and timestamps; ``depth`` counts the queue."""
-        async with group_session(request, data_plane, topic, group) as (conn, ref):
-            return await dlq.inspect(conn, ref, limit, after)
+        return await data_plane.dead_letters.inspect(
+            auth_context(request), topic, group, limit, after
+        )
 
     @post(
         "/{message_id:str}/replay",
@@ -49,10 +49,11 @@ class DeadLetterController(Controller):
         topic: FromPath[str],
         group: FromPath[str],
         message_id: FromPath[str],
-    ) -> dlq.Replayed:
+    ) -> Replayed:
         """404 if it is not in the queue; 409 ``DLQ_MESSAGE_REPLAYED`` if replayed already."""
-        async with group_session(request, data_plane, topic, group) as (conn, ref):
-            return await dlq.replay_one(conn, ref, message_id)
+        return await data_plane.dead_letters.replay_one(
+            auth_context(request), topic, group, message_id
+        )
 
     @post(
         "/replay",
@@ -66,7 +67,6 @@ class DeadLetterController(Controller):
         data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
-    ) -> dlq.Replayed:
+    ) -> Replayed:
         """Each comes back as attempt 1, at its original partition and offset."""
-        async with group_session(request, data_plane, topic, group) as (conn, ref):
-            return await dlq.replay_all(conn, ref)
+        return await data_plane.dead_letters.replay_all(auth_context(request), topic, group)

@@ -9,83 +9,15 @@ from litestar.di import NamedDependency
 from litestar.params import Body, FromPath
 
 from control_plane.edge.auth import auth_context
-from data_plane.groups import service as groups
-from data_plane.groups.schemas import (
+from data_plane.service import (
+    DataPlane,
     GroupConfigRequest,
     GroupSummary,
     GroupView,
     HeartbeatResponse,
     JoinRequest,
     JoinResponse,
-    MemberView,
-    PartitionState,
 )
-from data_plane.runtime import DataPlane
-
-
-def _config(data: GroupConfigRequest) -> groups.GroupConfig:
-    dead = data.dead_letter
-    return groups.GroupConfig(
-        start_from=data.start_from,
-        ack_timeout_ms=groups.parse_duration_ms(
-            data.ack_timeout, "ackTimeout", groups.ACK_TIMEOUT_MS
-        ),
-        max_in_flight=data.max_in_flight,
-        max_retries=dead.max_retries if dead else 5,
-        retry_delay_ms=groups.parse_duration_ms(
-            dead.retry_delay, "deadLetter.retryDelay", groups.RETRY_DELAY_MS
-        )
-        if dead
-        else 30_000,
-        alert_threshold=dead.alert_threshold if dead else None,
-        session_timeout_ms=groups.parse_duration_ms(
-            data.session_timeout, "sessionTimeout", groups.SESSION_TIMEOUT_MS
-        ),
-    )
-
-
-def group_view(state: dict[str, Any]) -> GroupView:
-    """Render :func:`data_plane.groups.service.describe`'s state."""
-    group = state["group"]
-    partitions = [
-        PartitionState(
-            id=row["partition"],
-            consumer=row["owner_member_id"],
-            offset=row["committed_offset"],
-            lag=max(row["next_offset"] - row["committed_offset"], 0),
-        )
-        for row in state["partitions"]
-    ]
-    members = [
-        MemberView(
-            id=m["id"],
-            client_id=m["client_id"],
-            generation_id=m["generation"],
-            last_heartbeat_at=m["last_heartbeat_at"].isoformat(),
-        )
-        for m in state["members"]
-    ]
-    config = {
-        "startFrom": group["start_from"],
-        "ackTimeout": groups.format_duration_ms(group["ack_timeout_ms"]),
-        "maxInFlight": group["max_in_flight"],
-        "sessionTimeout": groups.format_duration_ms(group["session_timeout_ms"]),
-        "deadLetter": {
-            "maxRetries": group["max_retries"],
-            "retryDelay": groups.format_duration_ms(group["retry_delay_ms"]),
-            "alertThreshold": group["alert_threshold"],
-        },
-    }
-    return GroupView(
-        name=group["name"],
-        topic=state["topic"]["name"],
-        consumers=len(members),
-        generation_id=state["generation"],
-        partitions=partitions,
-        members=members,
-        config=config,
-        dead_letters=state["dead_letters"],
-    )
 
 
 class GroupsController(Controller):
@@ -103,17 +35,7 @@ class GroupsController(Controller):
         topic: FromPath[str],
     ) -> list[GroupSummary]:
         """``[{name, consumers, lag}]``."""
-        async with data_plane.db.connection() as conn:
-            rows = await groups.list_groups(conn, auth_context(request).environment_id, topic)
-        return [
-            GroupSummary(
-                name=r["name"],
-                consumers=r["consumers"],
-                lag=int(r["lag"]),
-                dead_letters=r["dead_letters"],
-            )
-            for r in rows
-        ]
+        return await data_plane.groups.list_all(auth_context(request), topic)
 
     @get("/{group:str}", summary="Describe a consumer group")
     async def describe(
@@ -124,10 +46,7 @@ class GroupsController(Controller):
         group: FromPath[str],
     ) -> GroupView:
         """Owners, committed offsets and lag per partition."""
-        async with data_plane.db.connection() as conn:
-            return group_view(
-                await groups.describe(conn, auth_context(request).environment_id, topic, group)
-            )
+        return await data_plane.groups.describe(auth_context(request), topic, group)
 
     @put("/{group:str}", summary="Create or configure a consumer group", opt={"scope": "admin"})
     async def configure(
@@ -139,15 +58,7 @@ class GroupsController(Controller):
         data: Annotated[GroupConfigRequest, Body()],
     ) -> GroupView:
         """startFrom, ackTimeout, maxInFlight, sessionTimeout, deadLetter."""
-        config = _config(data)
-        async with data_plane.db.connection() as conn:
-            view = group_view(
-                await groups.configure(
-                    conn, auth_context(request).environment_id, topic, group, config
-                )
-            )
-        data_plane.group_refs.forget(auth_context(request).environment_id, topic, group)
-        return view
+        return await data_plane.groups.configure(auth_context(request), topic, group, data)
 
     @delete("/{group:str}", summary="Delete a consumer group", opt={"scope": "admin"})
     async def delete_group(
@@ -158,9 +69,7 @@ class GroupsController(Controller):
         group: FromPath[str],
     ) -> None:
         """Removes members and committed offsets."""
-        async with data_plane.db.connection() as conn:
-            await groups.delete(conn, auth_context(request).environment_id, topic, group)
-        data_plane.group_refs.forget(auth_context(request).environment_id, topic, group)
+        await data_plane.groups.delete(auth_context(request), topic, group)
 
     @post("/{group:str}/members", summary="Join (or rejoin) a consumer group")
     async def join(
@@ -172,30 +81,7 @@ class GroupsController(Controller):
         data: Annotated[JoinRequest, Body()],
     ) -> JoinResponse:
         """Returns the member id, generation and assigned partitions."""
-        timeout = (
-            groups.parse_duration_ms(
-                data.session_timeout, "sessionTimeout", groups.SESSION_TIMEOUT_MS
-            )
-            if data.session_timeout is not None
-            else None
-        )
-        async with data_plane.db.connection() as conn:
-            result = await groups.join(
-                conn,
-                auth_context(request).environment_id,
-                topic,
-                group,
-                data.member_id,
-                data.client_id,
-                timeout,
-            )
-        return JoinResponse(
-            result.member_id,
-            result.generation,
-            result.assignments,
-            result.heartbeat_interval_ms,
-            result.session_timeout_ms,
-        )
+        return await data_plane.groups.join(auth_context(request), topic, group, data)
 
     @post("/{group:str}/members/{member_id:str}/heartbeat", summary="Heartbeat", status_code=200)
     async def heartbeat(
@@ -207,11 +93,7 @@ class GroupsController(Controller):
         member_id: FromPath[str],
     ) -> HeartbeatResponse:
         """``shouldRejoin`` when the group's generation moved on."""
-        async with data_plane.db.connection() as conn:
-            result = await groups.heartbeat(
-                conn, auth_context(request).environment_id, topic, group, member_id
-            )
-        return HeartbeatResponse(result.generation, result.should_rejoin)
+        return await data_plane.groups.heartbeat(auth_context(request), topic, group, member_id)
 
     @delete("/{group:str}/members/{member_id:str}", summary="Leave a consumer group")
     async def leave(
@@ -223,5 +105,4 @@ class GroupsController(Controller):
         member_id: FromPath[str],
     ) -> None:
         """The member's partitions go to the others at once."""
-        async with data_plane.db.connection() as conn:
-            await groups.leave(conn, auth_context(request).environment_id, topic, group, member_id)
+        await data_plane.groups.leave(auth_context(request), topic, group, member_id)

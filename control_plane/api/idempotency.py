@@ -16,8 +16,7 @@ from litestar.di import NamedDependency
 from litestar.params import PathParameter
 
 from control_plane.edge.auth import auth_context
-from data_plane.runtime import DataPlane
-from data_plane.topics.schemas import IdempotencyKey
+from data_plane.service import DataPlane, IdempotencyKey
 
 
 class StoredMessage(msgspec.Struct, rename="camel"):
@@ -55,10 +54,7 @@ class IdempotencyController(Controller):
         key: Annotated[IdempotencyKey, PathParameter()],
     ) -> StoredMessage:
         """The stored message's place, or 404 ``IDEMPOTENCY_KEY_NOT_FOUND``."""
-        ctx = auth_context(request)
-        stored = await data_plane.publisher.by_idempotency_key(
-            ctx.organisation_id, ctx.environment_id, topic, key
-        )
+        stored = await data_plane.find_published(auth_context(request), topic, key)
         moment = datetime.fromtimestamp(stored.timestamp_ms / 1000, UTC)
         return StoredMessage(
             idempotency_key=key,

@@ -10,10 +10,9 @@ from litestar import Controller, Request, get
 from litestar.di import NamedDependency
 from litestar.params import FromPath
 
-from billing import invoicing
 from billing.invoice_schemas import InvoiceList, InvoiceView
+from billing.service import Billing
 from control_plane.edge.auth import auth_context
-from control_plane.edge.resources import Resources
 
 
 class InvoicesController(Controller):
@@ -34,12 +33,10 @@ class InvoicesController(Controller):
         ),
     )
     async def list_invoices(
-        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+        self, request: Request[Any, Any, Any], billing: NamedDependency[Billing]
     ) -> InvoiceList:
         """Every issued document of the key's organisation."""
-        organisation_id = auth_context(request).organisation_id
-        async with resources.db.connection() as conn:
-            return await invoicing.list_invoices(conn, organisation_id)
+        return await billing.invoices(auth_context(request).organisation_id)
 
     @get(
         "/{number:str}",
@@ -53,10 +50,8 @@ class InvoicesController(Controller):
     async def get_invoice(
         self,
         request: Request[Any, Any, Any],
-        resources: NamedDependency[Resources],
+        billing: NamedDependency[Billing],
         number: FromPath[str],
     ) -> InvoiceView:
         """404 ``INVOICE_NOT_FOUND`` unless the number is one of the organisation's."""
-        organisation_id = auth_context(request).organisation_id
-        async with resources.db.connection() as conn:
-            return await invoicing.get_invoice(conn, number, organisation_id)
+        return await billing.invoice(number, auth_context(request).organisation_id)

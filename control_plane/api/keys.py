@@ -10,9 +10,8 @@ from litestar.di import NamedDependency
 from litestar.params import Body, FromPath, QueryParameter
 
 from control_plane.edge.auth import auth_context
-from control_plane.edge.resources import Resources
-from tenants import service as tenants
 from tenants.schemas import CreatedKeyView, CreateKeyRequest, KeyList, KeyView
+from tenants.tenancy import Tenancy
 
 
 class KeysController(Controller):
@@ -26,13 +25,12 @@ class KeysController(Controller):
     async def list_keys(
         self,
         request: Request[Any, Any, Any],
-        resources: NamedDependency[Resources],
+        tenancy: NamedDependency[Tenancy],
         include_revoked: Annotated[bool, QueryParameter(name="includeRevoked")] = False,
     ) -> KeyList:
         """Keys of this environment."""
         ctx = auth_context(request)
-        async with resources.db.connection() as conn:
-            keys = await tenants.list_keys(conn, ctx.environment_id, include_revoked)
+        keys = await tenancy.list_keys(ctx.environment_id, include_revoked)
         now = datetime.now(UTC)
         return KeyList(keys=[KeyView.of(key, now) for key in keys])
 
@@ -40,19 +38,14 @@ class KeysController(Controller):
     async def create_key(
         self,
         request: Request[Any, Any, Any],
-        resources: NamedDependency[Resources],
+        tenancy: NamedDependency[Tenancy],
         data: Annotated[CreateKeyRequest, Body()],
     ) -> CreatedKeyView:
         """At most two active keys per environment (409 ``KEY_LIMIT_REACHED``)."""
         ctx = auth_context(request)
-        async with resources.db.connection() as conn:
-            issued = await tenants.create_key(
-                conn,
-                ctx.environment_id,
-                name=data.name,
-                scopes=data.scopes,
-                expires_at=data.expires_at,
-            )
+        issued = await tenancy.create_key(
+            ctx.environment_id, name=data.name, scopes=data.scopes, expires_at=data.expires_at
+        )
         view = KeyView.of(issued.key, datetime.now(UTC))
         return CreatedKeyView(
             **{f: getattr(view, f) for f in view.__struct_fields__}, key=issued.secret
@@ -62,11 +55,10 @@ class KeysController(Controller):
     async def revoke_key(
         self,
         request: Request[Any, Any, Any],
-        resources: NamedDependency[Resources],
+        tenancy: NamedDependency[Tenancy],
         key_id: FromPath[str],
     ) -> KeyView:
         """Revoked keys fail on every replica within a few seconds."""
         ctx = auth_context(request)
-        async with resources.db.connection() as conn:
-            key = await tenants.revoke_key(conn, ctx.environment_id, key_id)
+        key = await tenancy.revoke_key(ctx.environment_id, key_id)
         return KeyView.of(key, datetime.now(UTC))

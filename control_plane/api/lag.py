@@ -10,8 +10,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, QueryParameter
 
 from control_plane.edge.auth import auth_context
-from data_plane.groups import lag
-from data_plane.runtime import DataPlane
+from data_plane.service import DataPlane, LagSeries
 
 
 class LagController(Controller):
@@ -35,10 +34,7 @@ class LagController(Controller):
         until: Annotated[
             datetime | None, QueryParameter(description="ISO 8601, UTC if no offset; default: now")
         ] = None,
-    ) -> lag.LagSeries:
+    ) -> LagSeries:
         """One point per minute in ``[since, until)``: ``{at, lag, consumeRate, produceRate,
         timeToDrainS}``, rates in messages per second, ``null`` where unknown or not draining."""
-        async with data_plane.db.connection() as conn:
-            return await lag.lag_series(
-                conn, auth_context(request).environment_id, topic, group, since, until
-            )
+        return await data_plane.groups.lag(auth_context(request), topic, group, since, until)

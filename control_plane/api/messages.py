@@ -10,9 +10,7 @@ from litestar.params import PathParameter, QueryParameter
 
 from control_plane.edge.auth import auth_context
 from core.wire_types import BIGINT_MAX, INTEGER_MAX
-from data_plane.read.schemas import MessagePage, message_page
-from data_plane.runtime import DataPlane
-from data_plane.write.publish import message_id
+from data_plane.service import DataPlane, MessagePage, message_id, message_page
 
 MAX_BROWSE_LIMIT = 1000
 
@@ -44,7 +42,8 @@ class MessagesController(Controller):
         limit: Annotated[int, QueryParameter(ge=1, le=MAX_BROWSE_LIMIT)] = 100,
     ) -> MessagePage:
         """Messages with their offsets, then ``nextOffset`` to continue from."""
-        ctx = auth_context(request)
-        ref, result = await data_plane.browse(ctx.environment_id, topic, partition, offset, limit)
+        ref, result = await data_plane.browse(
+            auth_context(request), topic, partition, offset, limit
+        )
         ids = [message_id(ref.id, partition, m.offset) for m in result.messages]
         return message_page(ref.name, partition, result, ids)

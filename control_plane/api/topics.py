@@ -1,7 +1,4 @@
-"""``/v1/topics``: topic management (admin scope) and publishing (publish scope).
-
-Also the lifespan hook that runs this process's :class:`SegmentWriter` and publish service.
-"""
+"""``/v1/topics``: topic management (admin scope) and publishing (publish scope)."""
 
 from __future__ import annotations
 
@@ -9,7 +6,6 @@ import time
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-import anyio.to_thread
 from litestar import Controller, Request, Response, delete, get, patch, post
 from litestar.background_tasks import BackgroundTask
 from litestar.di import NamedDependency
@@ -18,41 +14,19 @@ from litestar.params import Body, FromPath
 from control_plane.edge.auth import auth_context
 from control_plane.edge.disconnect import unless_disconnected
 from control_plane.edge.series import note_published
-from core.worker import send_task
-from data_plane.groups import service as groups
-from data_plane.runtime import DataPlane
-from data_plane.topics import service as topic_service
-from data_plane.topics.schemas import (
+from data_plane.service import (
     BatchItemResult,
     BatchPublishRequest,
     BatchPublishResult,
     CreateTopicRequest,
+    DataPlane,
+    Published,
     PublishRequest,
     PublishResult,
     TopicList,
-    TopicStats,
     TopicView,
     UpdateTopicRequest,
 )
-from data_plane.topics.service import Topic
-from data_plane.write.publish import Published
-from observability.logging import get_logger
-
-log = get_logger("queuecore.topics")
-
-
-def topic_view(topic: Topic) -> TopicView:
-    """Render a topic."""
-    return TopicView(
-        id=topic.id,
-        name=topic.name,
-        partitions=topic.partitions,
-        retention=topic.retention,
-        delivery=topic.delivery,  # type: ignore[arg-type]
-        latency_class=topic.latency_class,  # type: ignore[arg-type]
-        status=topic.status,  # type: ignore[arg-type]
-        created_at=topic.created_at,
-    )
 
 
 class TopicsController(Controller):
@@ -70,29 +44,21 @@ class TopicsController(Controller):
         data: Annotated[CreateTopicRequest, Body()],
     ) -> TopicView:
         """409 ``TOPIC_EXISTS`` when the name is taken; tier quotas apply."""
-        ctx = auth_context(request)
-        async with data_plane.db.connection() as conn:
-            topic = await topic_service.create_topic(
-                conn,
-                ctx.organisation_id,
-                ctx.environment_id,
-                data.name,
-                partitions=data.partitions,
-                retention=data.retention,
-                delivery=data.delivery,
-                latency_class=data.latency_class,
-            )
-        return topic_view(topic)
+        return await data_plane.topics.create(
+            auth_context(request),
+            data.name,
+            partitions=data.partitions,
+            retention=data.retention,
+            delivery=data.delivery,
+            latency_class=data.latency_class,
+        )
 
     @get("/", summary="List the environment's topics")
     async def list_topics(
         self, request: Request[Any, Any, Any], data_plane: NamedDependency[DataPlane]
     ) -> TopicList:
         """Active topics, by name."""
-        ctx = auth_context(request)
-        async with data_plane.db.connection() as conn:
-            topics = await topic_service.list_topics(conn, ctx.environment_id)
-        return TopicList(topics=[topic_view(t) for t in topics])
+        return await data_plane.topics.list_all(auth_context(request))
 
     @get("/{topic:str}", summary="Describe a topic")
     async def describe_topic(
@@ -102,13 +68,7 @@ class TopicsController(Controller):
         topic: FromPath[str],
     ) -> TopicView:
         """404 ``TOPIC_NOT_FOUND`` unless the topic exists in this environment."""
-        ctx = auth_context(request)
-        async with data_plane.db.connection() as conn:
-            found = await topic_service.get_topic(conn, ctx.environment_id, topic)
-            stats = await groups.topic_stats(conn, found.id)
-        view = topic_view(found)
-        view.stats = TopicStats(**stats)
-        return view
+        return await data_plane.topics.describe(auth_context(request), topic)
 
     @patch("/{topic:str}", summary="Raise partitions, change retention or latency class")
     async def update_topic(
@@ -119,19 +79,13 @@ class TopicsController(Controller):
         data: Annotated[UpdateTopicRequest, Body()],
     ) -> TopicView:
         """Partitions can only grow; retention stays within the tier's maximum."""
-        ctx = auth_context(request)
-        async with data_plane.db.connection() as conn:
-            updated = await topic_service.update_topic(
-                conn,
-                ctx.organisation_id,
-                ctx.environment_id,
-                topic,
-                partitions=data.partitions,
-                retention=data.retention,
-                latency_class=data.latency_class,
-            )
-        data_plane.publisher.topics.forget(ctx.environment_id, topic)
-        return topic_view(updated)
+        return await data_plane.topics.update(
+            auth_context(request),
+            topic,
+            partitions=data.partitions,
+            retention=data.retention,
+            latency_class=data.latency_class,
+        )
 
     @delete(
         "/{topic:str}",
@@ -145,24 +99,9 @@ class TopicsController(Controller):
         topic: FromPath[str],
     ) -> Response[TopicView]:
         """The name is free at once; index rows and objects are cleaned up by a Celery task."""
-        ctx = auth_context(request)
-        async with data_plane.db.connection() as conn:
-            deleted = await topic_service.delete_topic(conn, ctx.environment_id, topic)
-        data_plane.publisher.topics.forget(ctx.environment_id, topic)
-        cleanup = BackgroundTask(_queue_topic_cleanup, deleted.id)
-        return Response(topic_view(deleted), status_code=202, background=cleanup)
-
-
-async def _queue_topic_cleanup(topic_id: str) -> None:
-    """Ask a worker to remove the topic's data now; the periodic sweep is the backstop."""
-
-    def send() -> None:
-        send_task("data_plane.delete_topic_data", kwargs={"topic_id": topic_id})
-
-    try:
-        await anyio.to_thread.run_sync(send)
-    except Exception as exc:
-        log.warning("topic_cleanup_not_queued", topic_id=topic_id, error=type(exc).__name__)
+        deleted = await data_plane.topics.delete(auth_context(request), topic)
+        cleanup = BackgroundTask(data_plane.topics.queue_cleanup, deleted.id)
+        return Response(deleted, status_code=202, background=cleanup)
 
 
 class PublishController(Controller):
@@ -196,10 +135,7 @@ class PublishController(Controller):
         """413 ``PAYLOAD_TOO_LARGE`` above the tier's message size; 503 when storage fails."""
         started = time.perf_counter()
         ctx = auth_context(request)
-        [stored] = await unless_disconnected(
-            request,
-            data_plane.publisher.publish(ctx.organisation_id, ctx.environment_id, topic, [data]),
-        )
+        [stored] = await unless_disconnected(request, data_plane.publish(ctx, topic, [data]))
         note_published(request, ctx, topic, [stored])
         return PublishResult(
             message_id=stored.message_id,
@@ -229,10 +165,7 @@ class PublishController(Controller):
         started = time.perf_counter()
         ctx = auth_context(request)
         stored = await unless_disconnected(
-            request,
-            data_plane.publisher.publish(
-                ctx.organisation_id, ctx.environment_id, topic, data.messages, batch=True
-            ),
+            request, data_plane.publish(ctx, topic, data.messages, batch=True)
         )
         note_published(request, ctx, topic, stored)
         return BatchPublishResult(

@@ -15,8 +15,8 @@ from litestar.params import QueryParameter
 
 from billing import usage
 from billing.schemas import UsageReport
+from billing.service import Billing
 from control_plane.edge.auth import auth_context
-from control_plane.edge.resources import Resources
 
 
 class UsageController(Controller):
@@ -41,7 +41,7 @@ class UsageController(Controller):
     async def usage(
         self,
         request: Request[Any, Any, Any],
-        resources: NamedDependency[Resources],
+        billing: NamedDependency[Billing],
         from_: Annotated[
             str | None,
             QueryParameter(
@@ -63,5 +63,4 @@ class UsageController(Controller):
         environment = usage.MeteredEnvironment(
             ctx.environment_id, ctx.environment, ctx.project_id, ctx.organisation_id
         )
-        async with resources.db.connection() as conn:
-            return await usage.usage_report(conn, environment, window)
+        return await billing.usage_report(environment, window)

@@ -36,15 +36,14 @@ from control_plane.dashboard.sessions import (
     signup_throttle_of,
 )
 from control_plane.edge.errors import status_for
-from control_plane.edge.resources import Resources
 from core import settings
 from core.errors import ValidationFailed
 from observability.logging import bind, get_logger
-from tenants import service as tenants
 from tenants import sessions
 from tenants.errors import EmailTaken, InvalidCredentials
 from tenants.login_throttle import TooManyLoginAttempts
 from tenants.sessions import CsrfFailed, NewSession
+from tenants.tenancy import Tenancy
 
 log = get_logger("queuecore.dashboard.auth")
 FORM_COOKIE = "qc_form_csrf"
@@ -123,21 +122,19 @@ class AuthPages(Controller):
 
     @post("/login", guards=[require_form_csrf])
     async def login(
-        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+        self, request: Request[Any, Any, Any], tenancy: NamedDependency[Tenancy]
     ) -> Response[Any]:
         """Open a session; a wrong pair or too many failures are explained on the form."""
         fields = await form_fields(request)
         email, target = field(fields, "email"), safe_next(field(fields, "next"))
         client_address = request.client.host if request.client else None
         try:
-            async with resources.db.connection() as conn:
-                opened = await sessions.login(
-                    conn,
-                    email,
-                    field(fields, "password", strip=False),
-                    login_throttle_of(request.app),
-                    client_address,
-                )
+            opened = await tenancy.login(
+                email,
+                field(fields, "password", strip=False),
+                login_throttle_of(request.app),
+                client_address,
+            )
         except (InvalidCredentials, TooManyLoginAttempts) as exc:
             return _login_refused(request, exc, email, target)
         return signed_in(opened, target)
@@ -149,7 +146,7 @@ class AuthPages(Controller):
 
     @post("/signup", guards=[require_form_csrf])
     async def signup(
-        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+        self, request: Request[Any, Any, Any], tenancy: NamedDependency[Tenancy]
     ) -> Response[Any]:
         """A new organisation owned by a new user, who then signs in. A taken email gets the very
         same answer (nothing is created), so the form cannot tell who has an account."""
@@ -158,8 +155,7 @@ class AuthPages(Controller):
         client_address = request.client.host if request.client else None
         try:
             await signup_throttle_of(request.app).admit(email, client_address)
-            async with resources.db.connection() as conn:
-                await tenants.sign_up(conn, name, email, field(fields, "password", strip=False))
+            await tenancy.sign_up(name, email, field(fields, "password", strip=False))
         except EmailTaken:
             log.info("signup_email_taken")  # the address itself is never logged
         except TooManyLoginAttempts as exc:
@@ -177,11 +173,10 @@ class AuthPages(Controller):
 
     @post("/logout", guards=[require_session, require_csrf])
     async def logout(
-        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+        self, request: Request[Any, Any, Any], tenancy: NamedDependency[Tenancy]
     ) -> Response[Any]:
         """End the session server-side; its cookie stops working at once."""
-        async with resources.db.connection() as conn:
-            await sessions.logout(conn, request.cookies.get(COOKIE_NAME, ""))
+        await tenancy.logout(request.cookies.get(COOKIE_NAME, ""))
         return redirect(
             f"{PREFIX}/login", notice="signed-out", cookies=[session_cookie("", max_age_s=0)]
         )

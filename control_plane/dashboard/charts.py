@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from data_plane.groups.lag import LagSeries
+from data_plane.service import LagSeries
 
 WIDTH, HEIGHT = 640, 180
 PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 56, 12, 12, 28

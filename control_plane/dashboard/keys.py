@@ -12,11 +12,12 @@ from control_plane.dashboard.pages import env_path, field, form_fields, page, re
 from control_plane.dashboard.scope import environment
 from control_plane.dashboard.sessions import require_csrf, require_session
 from control_plane.edge.errors import status_for
+from control_plane.edge.resources import tenancy_of
 from core.errors import ValidationFailed
-from tenants import service as tenants
 from tenants.errors import KeyLimitReached
 from tenants.keys import SCOPES
 from tenants.models import ApiKey, IssuedKey
+from tenants.service import MAX_ACTIVE_KEYS
 
 MAX_KEY_NAME = 200
 NO_STORE = {"Cache-Control": "no-store"}
@@ -58,10 +59,10 @@ class KeyPages(Controller):
     ) -> Response[Any]:
         """Issue a key and show its secret on this page, once; the two-key limit explained."""
         fields = await form_fields(request)
+        await environment(request, env_id, "manage_keys")
         try:
-            async with environment(request, env_id, "manage_keys") as (conn, _):
-                name, scopes = parse_key_form(fields)
-                issued = await tenants.create_key(conn, env_id, name=name, scopes=scopes)
+            name, scopes = parse_key_form(fields)
+            issued = await tenancy_of(request.app).create_key(env_id, name=name, scopes=scopes)
         except (ValidationFailed, KeyLimitReached) as exc:
             limit_hit = isinstance(exc, KeyLimitReached)
             return await render_keys(
@@ -74,8 +75,8 @@ class KeyPages(Controller):
         self, request: Request[Any, Any, Any], env_id: FromPath[str], key_id: FromPath[str]
     ) -> Response[Any]:
         """Revoke a key of this environment (another environment's key is not found)."""
-        async with environment(request, env_id, "manage_keys") as (conn, _):
-            await tenants.revoke_key(conn, env_id, key_id)
+        await environment(request, env_id, "manage_keys")
+        await tenancy_of(request.app).revoke_key(env_id, key_id)
         return redirect(env_path(env_id, "keys"), notice="key-revoked")
 
 
@@ -89,8 +90,8 @@ async def render_keys(
     limit_hit: bool = False,
 ) -> Response[Any]:
     """The keys page (never cached: it may carry a secret just made)."""
-    async with environment(request, env_id) as (conn, access):
-        keys = await tenants.list_keys(conn, env_id, include_revoked=True)
+    access = await environment(request, env_id)
+    keys = await tenancy_of(request.app).list_keys(env_id, include_revoked=True)
     now = datetime.now(UTC)
     active = [key for key in keys if is_active(key, now)]
     return page(
@@ -105,6 +106,6 @@ async def render_keys(
         inactive=[key for key in keys if not is_active(key, now)],
         created=created,
         limit_hit=limit_hit,
-        max_active=tenants.MAX_ACTIVE_KEYS,
+        max_active=MAX_ACTIVE_KEYS,
         scopes=SCOPES,
     )

@@ -21,13 +21,14 @@ from litestar.enums import RequestEncodingType
 from litestar.handlers.base import BaseRouteHandler
 from litestar.params import Body
 
-from control_plane.edge.resources import Resources, resources_of
+from control_plane.edge.resources import resources_of, tenancy_of
 from core import settings
 from core.wire_types import Text
 from observability.logging import bind
 from tenants import sessions
 from tenants.login_throttle import LoginThrottle, ThrottlePolicy
 from tenants.sessions import SESSION_TTL_S, CsrfFailed, Session, SessionRequired
+from tenants.tenancy import Tenancy
 
 COOKIE_NAME = "qc_session"
 CSRF_HEADER = "X-CSRF-Token"
@@ -100,8 +101,7 @@ async def require_session(
     state = connection.scope.setdefault("state", {})
     if isinstance(state.get(_STATE_KEY), Session):
         return
-    async with resources_of(connection.app).db.connection() as conn:
-        session = await sessions.get_session(conn, connection.cookies.get(COOKIE_NAME))
+    session = await tenancy_of(connection.app).session(connection.cookies.get(COOKIE_NAME))
     state[_STATE_KEY] = session
     bind(user_id=session.user_id)
 
@@ -178,7 +178,7 @@ class SessionController(Controller):
     async def login(
         self,
         request: Request[Any, Any, Any],
-        resources: NamedDependency[Resources],
+        tenancy: NamedDependency[Tenancy],
         data: Annotated[LoginRequest, Body()],
     ) -> Response[SessionView]:
         """Sets the ``qc_session`` cookie; 401 ``INVALID_CREDENTIALS`` for any wrong pair.
@@ -188,8 +188,7 @@ class SessionController(Controller):
         """
         throttle = login_throttle_of(request.app)
         client_address = request.client.host if request.client else None
-        async with resources.db.connection() as conn:
-            opened = await sessions.login(conn, data.email, data.password, throttle, client_address)
+        opened = await tenancy.login(data.email, data.password, throttle, client_address)
         bind(user_id=opened.session.user_id)
         return Response(SessionView.of(opened.session), cookies=[session_cookie(opened.token)])
 
@@ -205,10 +204,8 @@ class SessionController(Controller):
         summary="Sign out: ends the session server-side",
     )
     async def logout(
-        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+        self, request: Request[Any, Any, Any], tenancy: NamedDependency[Tenancy]
     ) -> Response[None]:
         """Needs ``X-CSRF-Token``; the old cookie stops working at once."""
-        token = request.cookies.get(COOKIE_NAME, "")
-        async with resources.db.connection() as conn:
-            await sessions.logout(conn, token)
+        await tenancy.logout(request.cookies.get(COOKIE_NAME, ""))
         return Response(None, status_code=204, cookies=[session_cookie("", max_age_s=0)])

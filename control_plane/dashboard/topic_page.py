@@ -7,10 +7,10 @@ from typing import Any
 from litestar import Request, Response
 
 from control_plane.dashboard.pages import page
-from control_plane.dashboard.scope import environment
+from control_plane.dashboard.scope import caller, environment
 from control_plane.dashboard.traffic_chart import format_rate, traffic_chart
-from data_plane.topics import overview
-from data_plane.topics.traffic import WINDOWS, TrafficWindow, topic_traffic
+from control_plane.edge.resources import data_plane_of
+from data_plane.service import WINDOWS, TrafficWindow
 
 SEND_FORM_DEFAULTS = {"data": '{"hello": "world"}', "key": "", "headers": ""}
 
@@ -31,9 +31,8 @@ async def render_topic(
 ) -> Response[Any]:
     """The topic page, with the test message form holding what was entered."""
     window = window_of(request)
-    async with environment(request, env_id) as (conn, access):
-        detail = await overview.topic_detail(conn, env_id, topic)
-        traffic = await topic_traffic(conn, detail.topic.id, window)
+    access = await environment(request, env_id)
+    detail, traffic = await data_plane_of(request.app).topics.detail(caller(access), topic, window)
     return page(
         request,
         "topic.html",

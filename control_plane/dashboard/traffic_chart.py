@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from control_plane.dashboard.charts import HEIGHT, PAD_BOTTOM, PAD_LEFT, PAD_RIGHT, PAD_TOP, WIDTH
-from data_plane.topics.traffic import TrafficSeries
+from data_plane.service import TrafficSeries
 
 
 @dataclass(frozen=True, slots=True)

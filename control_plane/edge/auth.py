@@ -18,9 +18,8 @@ from litestar.handlers.base import BaseRouteHandler
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from control_plane.edge.resources import resources_of
+from control_plane.edge.resources import tenancy_of
 from observability.logging import bind, get_logger
-from tenants import service as tenants
 from tenants.authn import KeyAuthenticator
 from tenants.errors import Forbidden, InvalidApiKey
 from tenants.models import AuthContext
@@ -92,13 +91,7 @@ def scope_middleware(app: ASGIApp) -> ASGIApp:
 @asynccontextmanager
 async def key_authentication(app: Litestar) -> AsyncIterator[None]:
     """Lifespan: the process's authenticator and the task that flushes last-used times."""
-    resources = resources_of(app)
-
-    async def lookup(presented: str) -> AuthContext:
-        async with resources.db.connection() as conn:
-            return await tenants.authenticate(conn, presented)
-
-    authenticator = KeyAuthenticator(lookup)
+    authenticator = KeyAuthenticator(tenancy_of(app).authenticate)
     app.state.key_authenticator = authenticator
     flusher = asyncio.create_task(_flush_last_used(app, authenticator))
     try:
@@ -121,7 +114,6 @@ async def _write_last_used(app: Litestar, authenticator: KeyAuthenticator) -> No
     if not used:
         return
     try:
-        async with resources_of(app).db.connection() as conn:
-            await tenants.record_key_use(conn, used)
+        await tenancy_of(app).record_key_use(used)
     except Exception as exc:
         log.warning("last_used_flush_failed", error=type(exc).__name__, keys=len(used))

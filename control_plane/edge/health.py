@@ -18,6 +18,7 @@ from litestar.di import NamedDependency
 
 from control_plane.edge.errors import error_response
 from control_plane.edge.resources import Resources
+from core.db import ping
 
 CHECK_TIMEOUT_S = 3.0
 REQUIRED = frozenset({"postgres"})  # without these the replica cannot serve: not ready
@@ -79,7 +80,7 @@ class HealthController(Controller):
 async def run_checks(resources: Resources) -> dict[str, str]:
     """Probe each dependency concurrently, each within :data:`CHECK_TIMEOUT_S`."""
     probes: dict[str, Callable[[], Awaitable[None]]] = {
-        "postgres": lambda: _postgres(resources),
+        "postgres": lambda: ping(resources.db, CHECK_TIMEOUT_S),
         "s3": lambda: anyio.to_thread.run_sync(resources.objects.ping),
         "redis": lambda: _redis(resources),
     }
@@ -95,11 +96,6 @@ async def _outcome(probe: Callable[[], Awaitable[None]]) -> str:
     except Exception as exc:
         return f"unreachable ({type(exc).__name__})"
     return "ok"
-
-
-async def _postgres(resources: Resources) -> None:
-    async with resources.db.connection(timeout=CHECK_TIMEOUT_S) as conn:
-        await conn.execute("SELECT 1")
 
 
 async def _redis(resources: Resources) -> None:

@@ -15,8 +15,7 @@ from typing import cast
 from litestar import Litestar
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from control_plane.edge.resources import resources_of
-from tenants import rate_limits
+from control_plane.edge.resources import resources_of, tenancy_of
 from tenants.models import AuthContext
 from tenants.rate_limits import Decision, RateLimiter
 from tenants.tiers import CATEGORIES, TIER_LIMITS, Category, Limits
@@ -39,15 +38,14 @@ def category_of(scope: Scope) -> Category:
 @asynccontextmanager
 async def rate_limiting(app: Litestar) -> AsyncIterator[None]:
     """Lifespan: the process's limiter, on the process's Redis client."""
-    resources = resources_of(app)
+    tenancy = tenancy_of(app)
 
     async def load(organisation_id: str) -> Limits:
         if organisation_id == ANONYMOUS_ORGANISATION:  # requests without a key, by address
             return ANONYMOUS_LIMITS
-        async with resources.db.connection() as conn:
-            return await rate_limits.organisation_limits(conn, organisation_id)
+        return await tenancy.organisation_limits(organisation_id)
 
-    app.state.rate_limiter = RateLimiter(resources.redis, load)
+    app.state.rate_limiter = RateLimiter(resources_of(app).redis, load)
     yield
 
 

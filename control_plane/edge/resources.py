@@ -12,12 +12,14 @@ from litestar import Litestar
 from litestar.di import Provide
 
 from billing.meter import MeterFlusher, UsageMeter
+from billing.service import Billing
 from control_plane.edge.series import STATE_KEY, ProducerSeries
 from core import settings
 from core.db import AsyncPool, async_pool
 from core.object_store import ObjectStore
-from data_plane.runtime import DataPlane
+from data_plane.service import DataPlane
 from observability.object_store import metered_store
+from tenants.tenancy import Tenancy
 
 
 @dataclass
@@ -56,11 +58,15 @@ class Resources:
 
 class Runtime:
     """What one API process holds open, built and closed by its lifespan: the resources and the
-    data plane. Handlers receive both by dependency injection (:meth:`dependencies`)."""
+    services on them (the data plane, tenancy, billing). Handlers receive them by dependency
+    injection (:meth:`dependencies`); middleware and guards, which it does not reach, find them
+    in ``app.state``."""
 
     def __init__(self) -> None:
         self._resources: Resources | None = None
         self._data_plane: DataPlane | None = None
+        self._tenancy: Tenancy | None = None
+        self._billing: Billing | None = None
 
     @asynccontextmanager
     async def lifespan(self, app: Litestar) -> AsyncIterator[None]:
@@ -69,10 +75,15 @@ class Runtime:
         await resources.open()
         app.state.resources = resources  # for the middleware, which dependency injection skips
         data_plane = DataPlane(
-            resources.db, resources.objects, settings.database().url, resources.usage.meter
+            resources.db,
+            resources.objects,
+            settings.DataPlaneSettings.from_env(),
+            resources.usage.meter,
         )
         self._resources, self._data_plane = resources, data_plane
         app.state.data_plane = data_plane  # for the SIGTERM drain (control_plane.edge.shutdown)
+        self._tenancy = app.state.tenancy = Tenancy(resources.db)
+        self._billing = app.state.billing = Billing(resources.db)
         producers = ProducerSeries.start_if_on(settings.greptime())  # None when switched off
         app.state[STATE_KEY] = producers.activity if producers else None
         try:
@@ -98,14 +109,44 @@ class Runtime:
             raise RuntimeError("the application's lifespan has not started")
         return self._data_plane
 
+    def tenancy(self) -> Tenancy:
+        """The tenants' service (a dependency provider)."""
+        if self._tenancy is None:
+            raise RuntimeError("the application's lifespan has not started")
+        return self._tenancy
+
+    def billing(self) -> Billing:
+        """The billing service (a dependency provider)."""
+        if self._billing is None:
+            raise RuntimeError("the application's lifespan has not started")
+        return self._billing
+
     def dependencies(self) -> dict[str, Provide]:
-        """``resources`` and ``data_plane`` for any handler that names them."""
+        """``resources``, ``data_plane``, ``tenancy`` and ``billing`` for any handler that names
+        them."""
         return {
             "resources": Provide(self.resources, sync_to_thread=False),
             "data_plane": Provide(self.data_plane, sync_to_thread=False),
+            "tenancy": Provide(self.tenancy, sync_to_thread=False),
+            "billing": Provide(self.billing, sync_to_thread=False),
         }
 
 
 def resources_of(app: Litestar) -> Resources:
     """The resources opened by :meth:`Runtime.lifespan`, for middleware and lifespan hooks."""
     return cast(Resources, app.state.resources)
+
+
+def tenancy_of(app: Litestar) -> Tenancy:
+    """The tenants' service built by :meth:`Runtime.lifespan`, for middleware and guards."""
+    return cast(Tenancy, app.state.tenancy)
+
+
+def data_plane_of(app: Litestar) -> DataPlane:
+    """The data plane built by :meth:`Runtime.lifespan`, for helpers that get no dependencies."""
+    return cast(DataPlane, app.state.data_plane)
+
+
+def billing_of(app: Litestar) -> Billing:
+    """The billing service built by :meth:`Runtime.lifespan`, for helpers as above."""
+    return cast(Billing, app.state.billing)

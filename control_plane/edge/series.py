@@ -16,7 +16,7 @@ from typing import Any
 from litestar import Request
 
 from core.settings import GreptimeSettings
-from data_plane.write.publish import Published
+from data_plane.service import Published
 from observability import series
 from observability.logging import get_logger
 from observability.producers import ProducerActivity, ProducerKey

@@ -15,8 +15,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Protocol, Self
 
-from core import settings
-from core.settings import TriageSettings
+from core.settings import GreptimeSettings, TriageSettings
 from data_plane.write.timing import PHASES
 from observability import series
 from observability.logging import get_logger
@@ -60,12 +59,11 @@ class SlowPublishTriage:
         self._in_window = 0
 
     @classmethod
-    def from_settings(cls, config: TriageSettings | None = None) -> Self | None:
+    def from_settings(cls, config: TriageSettings, greptime: GreptimeSettings) -> Self | None:
         """The process's triage, or None when the threshold is 0 or unset (nothing is paid)."""
-        config = config or settings.triage()
         if config.slow_ms <= 0:
             return None
-        return cls(config.slow_ms, config.max_per_s, series.writer(settings.greptime()))
+        return cls(config.slow_ms, config.max_per_s, series.writer(greptime))
 
     def observe(
         self,

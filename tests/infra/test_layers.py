@@ -64,3 +64,36 @@ def test_the_check_sees_a_cycle_one_level_down(tmp_path: Path) -> None:
         "data_plane": [["data_plane.groups", "data_plane.topics", "data_plane.write"]],
         "data_plane.read": [["data_plane.read.__init__", "data_plane.read.reader"]],
     }
+
+
+def test_the_edges_reach_the_data_plane_through_its_service_api_and_open_no_connection() -> None:
+    edges = layers.edge_files()
+    assert layers.ROOT / "control_plane/api/consume.py" in edges
+    assert layers.ROOT / "data_plane/tasks.py" in edges
+    assert layers.door_violations() == []
+
+
+def test_the_door_check_sees_an_internal_import_and_an_opened_connection(tmp_path: Path) -> None:
+    files = {
+        "control_plane/api/topics.py": (
+            "from data_plane.service import DataPlane\n"
+            "from data_plane.topics import service as topics\n"
+        ),
+        "control_plane/dashboard/home.py": (
+            "async def page(resources):\n"
+            "    async with resources.db.connection() as conn:\n"
+            "        return conn\n"
+        ),
+        "billing/tasks.py": "import psycopg\n\npsycopg.connect('postgresql://')\n",
+        "data_plane/tasks.py": "from data_plane.service import Upkeep\n",
+    }
+    for name, source in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(source)
+    for package in layers.PACKAGES:
+        (tmp_path / package).mkdir(exist_ok=True)
+    assert layers.door_violations(tmp_path) == [
+        "billing/tasks.py:3: opens a connection (connect)",
+        "control_plane/api/topics.py:2: imports data_plane.topics.service",
+        "control_plane/dashboard/home.py:2: opens a connection (connection)",
+    ]

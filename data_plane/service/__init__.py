@@ -1,0 +1,128 @@
+"""The one door to the data plane: what every edge (HTTP controllers, dashboard pages, Celery
+tasks, a listener speaking another protocol) calls, and all it imports of the data plane.
+
+:class:`DataPlane` serves a process's callers: publish and batch, pull and stream, ack, nack and
+extend, browse, and through ``topics``, ``groups`` and ``dead_letters`` their administration.
+:class:`Upkeep` is the background work a worker runs. Inputs are typed (a :class:`Caller` says
+which tenant environment a call is for; requests are msgspec Structs), results are typed, and
+errors are ``core.errors`` types carrying their data, which each edge maps to its protocol in one
+place. Everything else in ``data_plane`` is internal to it (``tests/infra/test_layers.py``).
+"""
+
+from data_plane.deadletters.alert_schemas import AlertEndpointRequest, AlertEndpointView
+from data_plane.deadletters.alerts import AlertEndpoint, AlertEndpointNotFound
+from data_plane.deadletters.service import (
+    MAX_PAGE as MAX_DEAD_LETTER_PAGE,
+)
+from data_plane.deadletters.service import (
+    DeadLetterNotFound,
+    DeadLetterPage,
+    DeadLetterReplayed,
+    DeadLetterView,
+    Replayed,
+)
+from data_plane.delivery import AckOutcome, AckRejected, Delivery, GroupRef, Pulled
+from data_plane.errors import MessageTooLarge
+from data_plane.groups.lag import LagPoint, LagSeries
+from data_plane.groups.schemas import (
+    GroupConfigRequest,
+    GroupSummary,
+    GroupView,
+    HeartbeatResponse,
+    JoinRequest,
+    JoinResponse,
+)
+from data_plane.read.reader import (
+    OffsetOutOfRange,
+    PartitionNotFound,
+    ReadResult,
+    StoredMessage,
+    TopicRef,
+)
+from data_plane.read.schemas import MessagePage, iso_timestamp, message_page
+from data_plane.service.consuming import KEEPALIVE_S, Stream
+from data_plane.service.plane import DataPlane
+from data_plane.service.scope import Caller, Scope
+from data_plane.service.upkeep import LAG_BUCKET_S, SETTLED_ACK_GRACE_S, SNAPSHOT_KEEP_S, Upkeep
+from data_plane.service.views import group_view
+from data_plane.topics.overview import GroupDetail, TopicDetail, TopicSummary
+from data_plane.topics.schemas import (
+    BatchItemResult,
+    BatchPublishRequest,
+    BatchPublishResult,
+    CreateTopicRequest,
+    IdempotencyKey,
+    PublishRequest,
+    PublishResult,
+    TopicList,
+    TopicView,
+    UpdateTopicRequest,
+)
+from data_plane.topics.service import DELIVERIES, LATENCY_CLASSES
+from data_plane.topics.traffic import WINDOWS, TrafficSeries, TrafficWindow
+from data_plane.write.publish import Published, message_id
+
+__all__ = [
+    "DELIVERIES",
+    "KEEPALIVE_S",
+    "LAG_BUCKET_S",
+    "LATENCY_CLASSES",
+    "MAX_DEAD_LETTER_PAGE",
+    "SETTLED_ACK_GRACE_S",
+    "SNAPSHOT_KEEP_S",
+    "WINDOWS",
+    "AckOutcome",
+    "AckRejected",
+    "AlertEndpoint",
+    "AlertEndpointNotFound",
+    "AlertEndpointRequest",
+    "AlertEndpointView",
+    "BatchItemResult",
+    "BatchPublishRequest",
+    "BatchPublishResult",
+    "Caller",
+    "CreateTopicRequest",
+    "DataPlane",
+    "DeadLetterNotFound",
+    "DeadLetterPage",
+    "DeadLetterReplayed",
+    "DeadLetterView",
+    "Delivery",
+    "GroupConfigRequest",
+    "GroupDetail",
+    "GroupRef",
+    "GroupSummary",
+    "GroupView",
+    "HeartbeatResponse",
+    "IdempotencyKey",
+    "JoinRequest",
+    "JoinResponse",
+    "LagPoint",
+    "LagSeries",
+    "MessagePage",
+    "MessageTooLarge",
+    "OffsetOutOfRange",
+    "PartitionNotFound",
+    "PublishRequest",
+    "PublishResult",
+    "Published",
+    "Pulled",
+    "ReadResult",
+    "Replayed",
+    "Scope",
+    "StoredMessage",
+    "Stream",
+    "TopicDetail",
+    "TopicList",
+    "TopicRef",
+    "TopicSummary",
+    "TopicView",
+    "TrafficSeries",
+    "TrafficWindow",
+    "UpdateTopicRequest",
+    "Upkeep",
+    "group_view",
+    "iso_timestamp",
+    "message_id",
+    "message_page",
+]
