@@ -129,6 +129,7 @@ class ObjectStoreSettings:
     region: str
     connect_timeout_ms: int = 2_000
     request_timeout_ms: int = 5_000  # per attempt; a stalled S3 fails fast (docs/faults.md)
+    put_threads: int = 0  # small segment PUTs from threads instead of the event loop
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ObjectStoreSettings:
@@ -152,6 +153,7 @@ class ObjectStoreSettings:
             region=_env("S3_REGION", "us-east-1", env) or "us-east-1",
             connect_timeout_ms=_int("S3_CONNECT_TIMEOUT_MS", 2_000, 50, 60_000, env),
             request_timeout_ms=_int("S3_REQUEST_TIMEOUT_MS", 5_000, 100, 600_000, env),
+            put_threads=_int("S3_PUT_THREADS", 0, 0, 64, env),
         )
 
 
@@ -603,12 +605,6 @@ def triage() -> TriageSettings:
     return TriageSettings.from_env()
 
 
-@functools.cache
-def s3_put_threads() -> int:
-    """``QUEUECORE_S3_PUT_THREADS``: threads sending small segment PUTs (0, the default: none)."""
-    return _int("S3_PUT_THREADS", 0, 0, 64)
-
-
 _clear_caches_before_triage = clear_caches
 
 
@@ -616,7 +612,6 @@ def clear_caches() -> None:  # type: ignore[no-redef]  # extended, so merges sta
     """Forget cached settings (tests change the environment)."""
     _clear_caches_before_triage()
     triage.cache_clear()
-    s3_put_threads.cache_clear()
 
 
 @dataclass(frozen=True, slots=True)
