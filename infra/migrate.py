@@ -25,10 +25,12 @@ import hashlib
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from yoyo import get_backend, read_migrations
 
+from core.db import connect
 from infra.layers import PACKAGES, ROOT
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
@@ -52,7 +54,7 @@ def pending(url: str) -> list[str]:
 
 def apply(url: str) -> list[str]:
     """Apply every pending migration in order; returns the ids applied by this call."""
-    with psycopg.connect(url, autocommit=True, connect_timeout=5) as guard:
+    with connect(url, autocommit=True) as guard:
         guard.execute("SELECT pg_advisory_lock(%s)", (_ADVISORY_KEY,))
         try:
             _clear_stale_yoyo_lock(guard)
@@ -124,16 +126,16 @@ def function_violations(
     return found
 
 
-def apply_functions(conn: psycopg.Connection) -> None:
+def apply_functions(conn: psycopg.Connection[Any]) -> None:
     """(Re)create every stored function from its file, in one transaction."""
     with conn.transaction():
         for text in function_files().values():
             conn.execute(text.encode())
 
 
-def _clear_stale_yoyo_lock(conn: psycopg.Connection) -> None:
-    exists = conn.execute("SELECT to_regclass('public.yoyo_lock') IS NOT NULL").fetchone()
-    if exists and exists[0]:
+def _clear_stale_yoyo_lock(conn: psycopg.Connection[Any]) -> None:
+    exists = conn.execute("SELECT to_regclass('public.yoyo_lock') IS NOT NULL AS found").fetchone()
+    if exists and exists["found"]:
         conn.execute("DELETE FROM yoyo_lock")
 
 

@@ -7,9 +7,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import cast
 
-import redis.asyncio as aioredis
 from litestar import Litestar
 from litestar.di import Provide
+from redis.asyncio import Redis
 
 from billing.meter import MeterFlusher, UsageMeter
 from billing.service import Billing
@@ -17,6 +17,7 @@ from control_plane.edge.series import STATE_KEY, ProducerSeries
 from core import settings
 from core.db import AsyncPool, async_pool
 from core.object_store import ObjectStore
+from core.redis_client import redis_client
 from data_plane.service import DataPlane
 from observability.object_store import metered_store
 from tenants.tenancy import Tenancy
@@ -27,7 +28,7 @@ class Resources:
     """The process's PostgreSQL pool, Redis client, object store and usage meter."""
 
     db: AsyncPool
-    redis: aioredis.Redis
+    redis: Redis
     objects: ObjectStore
     usage: MeterFlusher  # usage.meter counts; flushed to usage_hourly in the background
 
@@ -37,9 +38,7 @@ class Resources:
         db = async_pool(settings.database(), "api")
         return cls(
             db=db,
-            redis=aioredis.Redis.from_url(
-                settings.redis().url, socket_timeout=2, socket_connect_timeout=2
-            ),
+            redis=redis_client(settings.redis().url),
             objects=metered_store(settings.object_store()),
             usage=MeterFlusher(UsageMeter(), db.connection, settings.meter().flush_s),
         )

@@ -8,7 +8,6 @@ again it comes back to the queue. Committed offsets and lag do not move (docs/de
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -185,5 +184,5 @@ def _entry(ref: GroupRef, partition: int, offset: int) -> dict[str, Any]:
 
 async def _wake(conn: Conn, ref: GroupRef, partitions: list[int]) -> None:
     """Wake the group's waiting consumers of these partitions when the transaction commits."""
-    payload = json.dumps([[ref.topic_id, partition, -1] for partition in partitions])
+    payload = msgspec.json.encode([[ref.topic_id, p, -1] for p in partitions]).decode()
     await conn.execute(gq.WAKE_CONSUMERS, {"payload": payload})

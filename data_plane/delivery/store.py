@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+import msgspec
 from psycopg.types.json import Jsonb
 
 from data_plane.delivery import queries as q
@@ -221,7 +221,9 @@ async def lock_for(
 
 async def wake(conn: Conn, topic_id: str, partition: int) -> None:
     """Wake waiting consumers of a topic (same channel and shape as the writer's notifications)."""
-    await conn.execute(gq.WAKE_CONSUMERS, {"payload": json.dumps([[topic_id, partition, -1]])})
+    await conn.execute(
+        gq.WAKE_CONSUMERS, {"payload": msgspec.json.encode([[topic_id, partition, -1]]).decode()}
+    )
 
 
 def new_ack_id() -> str:

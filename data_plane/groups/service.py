@@ -10,11 +10,11 @@ task) does the same for every group with a silent member or a topic that grew.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import psycopg
 
 from core.db import Conn
@@ -288,7 +288,9 @@ async def _assign_all(conn: Conn, group_row: dict[str, Any], topic_row: dict[str
     assert bumped is not None
     # Waiting consumers listen for their own partitions only: after a reassignment, wake them
     # all (partition -1) so each learns its partitions now rather than at its next keep-alive.
-    await conn.execute(q.WAKE_CONSUMERS, {"payload": json.dumps([[topic_row["id"], -1, -1]])})
+    await conn.execute(
+        q.WAKE_CONSUMERS, {"payload": msgspec.json.encode([[topic_row["id"], -1, -1]]).decode()}
+    )
     return int(bumped["generation"])
 
 

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 import os
 import time
@@ -631,7 +630,9 @@ def _conflict_of(exc: psycopg.Error) -> _Rollback | None:
     if exc.sqlstate == "QC404":
         return _Rollback(deleted_topics=set(detail.split(",")))
     if exc.sqlstate == "QC409":
-        return _Rollback(duplicates={(topic_id, key) for topic_id, key in json.loads(detail)})
+        return _Rollback(
+            duplicates={(topic_id, key) for topic_id, key in msgspec.json.decode(detail)}
+        )
     return None
 
 

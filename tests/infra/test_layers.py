@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 from infra import layers
@@ -97,3 +98,33 @@ def test_the_door_check_sees_an_internal_import_and_an_opened_connection(tmp_pat
         "control_plane/api/topics.py:2: imports data_plane.topics.service",
         "control_plane/dashboard/home.py:2: opens a connection (connection)",
     ]
+
+
+def client_constructions(path: Path) -> set[str]:
+    """The database and Redis clients a module builds itself (by the call that builds them)."""
+    built = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            call = ast.unparse(node.func)
+            if call in {"ConnectionPool", "AsyncConnectionPool", "Redis", "redis.Redis"} or (
+                call.endswith((".connect", ".from_url"))
+                and call.split(".")[-2] in {"psycopg", "AsyncConnection", "Connection", "Redis"}
+            ):
+                built.add(call)
+    return built
+
+
+def test_postgresql_and_redis_are_reached_one_way() -> None:
+    found = {
+        str(path.relative_to(layers.ROOT)): client_constructions(path)
+        for package in layers.PACKAGES
+        for path in (layers.ROOT / package).rglob("*.py")
+    }
+    assert found["core/db.py"] >= {"psycopg.connect", "AsyncConnection.connect"}
+    assert found["core/redis_client.py"] == {"Redis.from_url"}
+    elsewhere = {
+        path: built
+        for path, built in found.items()
+        if built and path not in {"core/db.py", "core/redis_client.py"}
+    }
+    assert elsewhere == {}
