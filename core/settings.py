@@ -9,9 +9,10 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar, cast
 from urllib.parse import unquote, urlsplit
 
 PREFIX = "QUEUECORE_"
@@ -93,6 +94,24 @@ def _url(name: str, value: str, schemes: tuple[str, ...]) -> str:
     if parts.scheme not in schemes or not (parts.netloc or parts.path):
         raise SettingsError(PREFIX + name, f"must be a {'/'.join(schemes)} URL, got {value!r}")
     return value
+
+
+Loader = TypeVar("Loader", bound=Callable[[], Any])
+_LOADERS: list[Any] = []
+
+
+def _cached(loader: Loader) -> Loader:
+    """A settings group of the process: read from the environment once, then kept (a new
+    loader needs nothing else: :func:`clear_caches` finds it here)."""
+    cached = functools.cache(loader)
+    _LOADERS.append(cached)
+    return cast(Loader, cached)
+
+
+def clear_caches() -> None:
+    """Forget every cached settings group (tests change the environment)."""
+    for loader in _LOADERS:
+        loader.cache_clear()
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,43 +347,43 @@ class WebhookSettings:
         )
 
 
-@functools.cache
+@_cached
 def database() -> DatabaseSettings:
     """The process's database settings."""
     return DatabaseSettings.from_env()
 
 
-@functools.cache
+@_cached
 def object_store() -> ObjectStoreSettings:
     """The process's object store settings."""
     return ObjectStoreSettings.from_env()
 
 
-@functools.cache
+@_cached
 def redis() -> RedisSettings:
     """The process's Redis settings."""
     return RedisSettings.from_env()
 
 
-@functools.cache
+@_cached
 def http() -> HttpSettings:
     """The process's HTTP settings."""
     return HttpSettings.from_env()
 
 
-@functools.cache
+@_cached
 def logs() -> LogSettings:
     """The process's log settings."""
     return LogSettings.from_env()
 
 
-@functools.cache
+@_cached
 def telemetry() -> TelemetrySettings:
     """The process's telemetry settings."""
     return TelemetrySettings.from_env()
 
 
-@functools.cache
+@_cached
 def webhooks() -> WebhookSettings:
     """The process's outgoing-webhook settings."""
     return WebhookSettings.from_env()
@@ -404,13 +423,13 @@ class WriterSettings:
         return ms / 1000
 
 
-@functools.cache
+@_cached
 def shutdown() -> ShutdownSettings:
     """The process's shutdown settings."""
     return ShutdownSettings.from_env()
 
 
-@functools.cache
+@_cached
 def writer() -> WriterSettings:
     """The process's writer settings."""
     return WriterSettings.from_env()
@@ -428,7 +447,7 @@ class MeterSettings:
         return cls(_int("USAGE_FLUSH_S", 5, 1, 300))
 
 
-@functools.cache
+@_cached
 def meter() -> MeterSettings:
     """The process's meter settings."""
     return MeterSettings.from_env()
@@ -475,7 +494,7 @@ def _partitions(raw: str) -> int:
     return value
 
 
-@functools.cache
+@_cached
 def spark() -> SparkSettings:
     """The process's Spark settings."""
     return SparkSettings.from_env()
@@ -501,7 +520,7 @@ class CompactionSettings:
         )
 
 
-@functools.cache
+@_cached
 def compaction() -> CompactionSettings:
     """The process's compaction settings."""
     return CompactionSettings.from_env()
@@ -510,7 +529,7 @@ def compaction() -> CompactionSettings:
 DEFAULT_READ_CACHE_MAX_BYTES = 256 * MiB
 
 
-@functools.cache
+@_cached
 def read_cache_max_bytes() -> int:
     """``QUEUECORE_READ_CACHE_MAX_BYTES`` (default 256 MiB; 0 turns the cache off)."""
     return _int("READ_CACHE_MAX_BYTES", DEFAULT_READ_CACHE_MAX_BYTES, 0, 1 << 40)
@@ -519,7 +538,7 @@ def read_cache_max_bytes() -> int:
 DEFAULT_ORPHAN_GRACE_S = 15 * 60
 
 
-@functools.cache
+@_cached
 def orphan_grace_s() -> int:
     """``QUEUECORE_ORPHAN_GRACE_S``: how old an unreferenced object must be to be deleted."""
     return _int("ORPHAN_GRACE_S", DEFAULT_ORPHAN_GRACE_S, 0, 30 * 86_400)
@@ -550,32 +569,10 @@ class GreptimeSettings:
         )
 
 
-@functools.lru_cache(maxsize=1)
+@_cached
 def greptime() -> GreptimeSettings:
     """The GreptimeDB row-series settings of this process."""
     return GreptimeSettings.from_env()
-
-
-def clear_caches() -> None:
-    """Forget cached settings (tests change the environment)."""
-    for loader in (
-        database,
-        object_store,
-        redis,
-        http,
-        logs,
-        telemetry,
-        webhooks,
-        writer,
-        shutdown,
-        meter,
-        spark,
-        compaction,
-        read_cache_max_bytes,
-        orphan_grace_s,
-        greptime,
-    ):
-        loader.cache_clear()
 
 
 # --- latency triage and the writer's phase timings (appended as one block) ---------------------
@@ -599,19 +596,10 @@ class TriageSettings:
         )
 
 
-@functools.cache
+@_cached
 def triage() -> TriageSettings:
     """The process's triage settings."""
     return TriageSettings.from_env()
-
-
-_clear_caches_before_triage = clear_caches
-
-
-def clear_caches() -> None:  # type: ignore[no-redef]  # extended, so merges stay appends
-    """Forget cached settings (tests change the environment)."""
-    _clear_caches_before_triage()
-    triage.cache_clear()
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,10 +45,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         """Start the clock on the first head; responses write through a
         :class:`~control_plane.edge.coalesce.CoalescingTransport` (one syscall per answer)."""
         super().connection_made(transport)
-        import os
-
-        if not os.environ.get("QC_NOCOALESCE"):
-            self.transport = CoalescingTransport(transport, self.loop)  # type: ignore[assignment]
+        self.transport = CoalescingTransport(transport, self.loop)  # type: ignore[assignment]
         self._await_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
