@@ -16,7 +16,15 @@ from control_plane.api.sse import EventStream, comment, event, events, retry_fie
 from control_plane.edge.auth import auth_context
 from core.errors import QueueCoreError
 from core.wire_types import INTEGER_MAX, Int64, NonNegative64, Partition, Text
-from data_plane.service import DataPlane, Delivery, GroupRef, Stream, iso_timestamp, message_id
+from data_plane.service import (
+    DataPlane,
+    DeliveredMessage,
+    Delivery,
+    GroupRef,
+    Stream,
+    iso_timestamp,
+    message_id,
+)
 from observability.logging import get_logger
 
 RECONNECT_MS = 1000  # the SSE ``retry:`` an EventSource waits before reconnecting
@@ -63,21 +71,6 @@ class ResetRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``POST …/offsets/reset``."""
 
     to: Literal["earliest", "latest"] | NonNegative64
-
-
-class DeliveredMessage(msgspec.Struct, rename="camel"):
-    """A message leased to a member."""
-
-    message_id: str
-    topic: str
-    partition: int
-    offset: int
-    data: msgspec.Raw
-    key: str | None
-    headers: dict[str, str]
-    timestamp: str
-    attempt: int
-    ack_id: str
 
 
 class PullResponse(msgspec.Struct, rename="camel"):

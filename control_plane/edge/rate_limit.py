@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import cast
 
+import msgspec
 from litestar import Litestar
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -22,7 +22,9 @@ from tenants.tiers import CATEGORIES, TIER_LIMITS, Category, Limits
 
 ANONYMOUS_ORGANISATION = "anonymous"  # never an organisation id: those start with "org_"
 ANONYMOUS_PER_S = 50
-ANONYMOUS_LIMITS: Limits = replace(TIER_LIMITS["developer"], admin_per_s=ANONYMOUS_PER_S)
+ANONYMOUS_LIMITS: Limits = msgspec.structs.replace(
+    TIER_LIMITS["developer"], admin_per_s=ANONYMOUS_PER_S
+)
 
 # A /v1 route that forgot to declare its category gets the strictest one.
 DEFAULT_CATEGORY: Category = "admin"

@@ -19,7 +19,7 @@ from data_plane.delivery import queries as dq
 from data_plane.delivery.model import Conn, GroupRef
 from data_plane.groups import queries as gq
 from data_plane.groups.service import dead_letter_depth
-from data_plane.read.schemas import iso_timestamp
+from data_plane.read.schemas import MessageView, iso_timestamp
 from data_plane.write.publish import message_id, parse_message_id
 
 REPLAY_BATCH = 1_000  # dead letters replayed per transaction by a replay of the whole queue
@@ -53,17 +53,9 @@ class DeadLetterReplayed(Conflict):
         )
 
 
-class DeadLetterView(msgspec.Struct, rename="camel"):
+class DeadLetterView(MessageView):
     """One entry of the queue: the original message, why it failed and when."""
 
-    message_id: str
-    topic: str
-    partition: int
-    offset: int
-    data: msgspec.Raw
-    key: str | None
-    headers: dict[str, str]
-    timestamp: str
     error: str
     attempts: int
     first_delivered_at: datetime

@@ -39,7 +39,7 @@ from data_plane.read.reader import (
     StoredMessage,
     TopicRef,
 )
-from data_plane.read.schemas import MessagePage, iso_timestamp, message_page
+from data_plane.read.schemas import DeliveredMessage, MessagePage, iso_timestamp, message_page
 from data_plane.service.consuming import KEEPALIVE_S, Stream
 from data_plane.service.plane import DataPlane
 from data_plane.service.scope import Caller, Scope
@@ -87,6 +87,7 @@ __all__ = [
     "DeadLetterPage",
     "DeadLetterReplayed",
     "DeadLetterView",
+    "DeliveredMessage",
     "Delivery",
     "GroupConfigRequest",
     "GroupDetail",
