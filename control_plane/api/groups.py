@@ -18,6 +18,7 @@ from data_plane.service import (
     JoinRequest,
     JoinResponse,
 )
+from tenants.team.audit import Actor
 
 
 class GroupsController(Controller):
@@ -58,7 +59,8 @@ class GroupsController(Controller):
         data: Annotated[GroupConfigRequest, Body()],
     ) -> GroupView:
         """startFrom, ackTimeout, maxInFlight, sessionTimeout, deadLetter."""
-        return await data_plane.groups.configure(auth_context(request), topic, group, data)
+        ctx = auth_context(request)
+        return await data_plane.groups.configure(ctx, topic, group, data, Actor.api_key(ctx.key_id))
 
     @delete("/{group:str}", summary="Delete a consumer group", opt={"scope": "admin"})
     async def delete_group(

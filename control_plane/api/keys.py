@@ -11,7 +11,8 @@ from litestar.params import Body, FromPath, QueryParameter
 
 from control_plane.edge.auth import auth_context
 from tenants.schemas import CreatedKeyView, CreateKeyRequest, KeyList, KeyView
-from tenants.tenancy import Tenancy
+from tenants.team.audit import Actor
+from tenants.team.service import TeamService
 
 
 class KeysController(Controller):
@@ -25,12 +26,12 @@ class KeysController(Controller):
     async def list_keys(
         self,
         request: Request[Any, Any, Any],
-        tenancy: NamedDependency[Tenancy],
+        team: NamedDependency[TeamService],
         include_revoked: Annotated[bool, QueryParameter(name="includeRevoked")] = False,
     ) -> KeyList:
         """Keys of this environment."""
         ctx = auth_context(request)
-        keys = await tenancy.list_keys(ctx.environment_id, include_revoked)
+        keys = await team.list_keys(ctx.environment_id, include_revoked)
         now = datetime.now(UTC)
         return KeyList(keys=[KeyView.of(key, now) for key in keys])
 
@@ -38,13 +39,18 @@ class KeysController(Controller):
     async def create_key(
         self,
         request: Request[Any, Any, Any],
-        tenancy: NamedDependency[Tenancy],
+        team: NamedDependency[TeamService],
         data: Annotated[CreateKeyRequest, Body()],
     ) -> CreatedKeyView:
         """At most two active keys per environment (409 ``KEY_LIMIT_REACHED``)."""
         ctx = auth_context(request)
-        issued = await tenancy.create_key(
-            ctx.environment_id, name=data.name, scopes=data.scopes, expires_at=data.expires_at
+        issued = await team.create_key(
+            ctx.organisation_id,
+            ctx.environment_id,
+            Actor.api_key(ctx.key_id),
+            name=data.name,
+            scopes=data.scopes,
+            expires_at=data.expires_at,
         )
         view = KeyView.of(issued.key, datetime.now(UTC))
         return CreatedKeyView(
@@ -55,10 +61,12 @@ class KeysController(Controller):
     async def revoke_key(
         self,
         request: Request[Any, Any, Any],
-        tenancy: NamedDependency[Tenancy],
+        team: NamedDependency[TeamService],
         key_id: FromPath[str],
     ) -> KeyView:
         """Revoked keys fail on every replica within a few seconds."""
         ctx = auth_context(request)
-        key = await tenancy.revoke_key(ctx.environment_id, key_id)
+        key = await team.revoke_key(
+            ctx.organisation_id, ctx.environment_id, key_id, Actor.api_key(ctx.key_id)
+        )
         return KeyView.of(key, datetime.now(UTC))

@@ -27,6 +27,7 @@ from data_plane.service import (
     TopicView,
     UpdateTopicRequest,
 )
+from tenants.team.audit import Actor
 
 
 class TopicsController(Controller):
@@ -44,9 +45,11 @@ class TopicsController(Controller):
         data: Annotated[CreateTopicRequest, Body()],
     ) -> TopicView:
         """409 ``TOPIC_EXISTS`` when the name is taken; tier quotas apply."""
+        ctx = auth_context(request)
         return await data_plane.topics.create(
-            auth_context(request),
+            ctx,
             data.name,
+            Actor.api_key(ctx.key_id),
             partitions=data.partitions,
             retention=data.retention,
             delivery=data.delivery,
@@ -79,9 +82,11 @@ class TopicsController(Controller):
         data: Annotated[UpdateTopicRequest, Body()],
     ) -> TopicView:
         """Partitions can only grow; retention stays within the tier's maximum."""
+        ctx = auth_context(request)
         return await data_plane.topics.update(
-            auth_context(request),
+            ctx,
             topic,
+            Actor.api_key(ctx.key_id),
             partitions=data.partitions,
             retention=data.retention,
             latency_class=data.latency_class,
@@ -99,7 +104,8 @@ class TopicsController(Controller):
         topic: FromPath[str],
     ) -> Response[TopicView]:
         """The name is free at once; index rows and objects are cleaned up by a Celery task."""
-        deleted = await data_plane.topics.delete(auth_context(request), topic)
+        ctx = auth_context(request)
+        deleted = await data_plane.topics.delete(ctx, topic, Actor.api_key(ctx.key_id))
         cleanup = BackgroundTask(data_plane.topics.queue_cleanup, deleted.id)
         return Response(deleted, status_code=202, background=cleanup)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from litestar import Controller, Request, Response, get, post
@@ -12,8 +13,15 @@ from control_plane.dashboard.scope import caller, environment
 from control_plane.dashboard.sessions import require_csrf, require_session
 from control_plane.edge.errors import status_for
 from control_plane.edge.resources import data_plane_of
-from data_plane.service import DeadLetterNotFound, DeadLetterReplayed, DeadLetterView
+from data_plane.service import (
+    DeadLetterNotFound,
+    DeadLetterReplayed,
+    DeadLetterView,
+    GroupRef,
+    format_duration_ms,
+)
 
+EXPIRED = "ack timeout expired"  # what delivery records for a lease that ran out (pulls.py)
 PAGE_SIZE = 20
 MAX_DATA_CHARS = 2000  # of a message's data shown in the table
 
@@ -21,6 +29,43 @@ MAX_DATA_CHARS = 2000  # of a message's data shown in the table
 def dlq_path(env_id: str, topic: str, group: str) -> str:
     """The DLQ page of a group."""
     return env_path(env_id, "topics", topic, "groups", group, "dlq")
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """Why a message was dead-lettered, in words, and which group setting governs it."""
+
+    summary: str
+    explanation: str
+    setting: str  # the group settings form's field that changes this outcome
+
+
+def explain(error: str | None, ref: GroupRef) -> Reason:
+    """What a dead letter's error means, with the group's current settings in the words."""
+    retries = ref.max_retries
+    if error == EXPIRED:
+        return Reason(
+            "No ack in time",
+            f"Each of its {retries + 1} deliveries was held past the group's ack timeout "
+            f"({format_duration_ms(int(ref.ack_timeout_s * 1000))}) without an ack or nack: the "
+            "handler is slower than that, or the consumer stopped or crashed holding it. Raise "
+            "the ack timeout, extend the lease while working, or make the handler ack sooner.",
+            "group-ack-timeout",
+        )
+    if error:
+        return Reason(
+            "Nacked by the consumer",
+            f"The consumer rejected it with this error on its last delivery, after {retries} "
+            f"retries (the first {format_duration_ms(ref.retry_delay_ms)} after the first "
+            "nack, each next twice as long).",
+            "group-max-retries",
+        )
+    return Reason(
+        "Nacked without an error",
+        f"The consumer rejected it without saying why, after {retries} retries. Pass an error "
+        "to nack so the reason shows here.",
+        "group-max-retries",
+    )
 
 
 def data_text(view: DeadLetterView) -> str:
@@ -96,9 +141,9 @@ async def render_dlq(
     """One page of the queue, with its depth."""
     after = request.query_params.get("after") or None
     access = await environment(request, env_id)
-    listing = await data_plane_of(request.app).dead_letters.inspect(
-        caller(access), topic, group, PAGE_SIZE, after
-    )
+    data_plane = data_plane_of(request.app)
+    ref = await data_plane.groups.settings(caller(access), topic, group)
+    listing = await data_plane.dead_letters.inspect(caller(access), topic, group, PAGE_SIZE, after)
     return page(
         request,
         "dlq.html",
@@ -109,7 +154,8 @@ async def render_dlq(
         topic=topic,
         group=group,
         listing=listing,
-        rows=[(view, data_text(view)) for view in listing.messages],
+        rows=[(view, data_text(view), explain(view.error, ref)) for view in listing.messages],
+        settings_path=env_path(env_id, "topics", topic, "groups", group) + "#settings",
         after=after,
         dlq_path=dlq_path(env_id, topic, group),
     )

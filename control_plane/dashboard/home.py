@@ -12,7 +12,7 @@ from litestar.response import Redirect
 from control_plane.dashboard.pages import PREFIX, env_path, page, redirect
 from control_plane.dashboard.scope import environment
 from control_plane.dashboard.sessions import require_session, session_of
-from tenants.tenancy import Tenancy
+from tenants.team.service import TeamService
 
 
 @get("/", include_in_schema=False)
@@ -30,10 +30,10 @@ class HomePages(Controller):
 
     @get("/")
     async def home(
-        self, request: Request[Any, Any, Any], tenancy: NamedDependency[Tenancy]
+        self, request: Request[Any, Any, Any], team: NamedDependency[TeamService]
     ) -> Response[Any]:
         """Every organisation of the user with its projects' environments."""
-        found = await tenancy.workspaces(session_of(request).user_id)
+        found = await team.workspaces(session_of(request).user_id)
         return page(request, "home.html", workspaces=found)
 
     @get("/envs/{env_id:str}")

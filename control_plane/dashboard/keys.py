@@ -6,18 +6,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 from litestar import Controller, Request, Response, get, post
+from litestar.di import NamedDependency
 from litestar.params import FromPath
 
 from control_plane.dashboard.pages import env_path, field, form_fields, page, redirect
 from control_plane.dashboard.scope import environment
-from control_plane.dashboard.sessions import require_csrf, require_session
+from control_plane.dashboard.sessions import require_csrf, require_session, session_of
 from control_plane.edge.errors import status_for
-from control_plane.edge.resources import tenancy_of
+from control_plane.edge.resources import team_of
 from core.errors import ValidationFailed
 from tenants.errors import KeyLimitReached
 from tenants.keys import SCOPES
 from tenants.models import ApiKey, IssuedKey
 from tenants.service import MAX_ACTIVE_KEYS
+from tenants.team.audit import Actor
+from tenants.team.service import TeamService
 
 MAX_KEY_NAME = 200
 NO_STORE = {"Cache-Control": "no-store"}
@@ -55,14 +58,24 @@ class KeyPages(Controller):
 
     @post("/")
     async def create_key(
-        self, request: Request[Any, Any, Any], env_id: FromPath[str]
+        self,
+        request: Request[Any, Any, Any],
+        team: NamedDependency[TeamService],
+        env_id: FromPath[str],
     ) -> Response[Any]:
         """Issue a key and show its secret on this page, once; the two-key limit explained."""
         fields = await form_fields(request)
-        await environment(request, env_id, "manage_keys")
+        session = session_of(request)
         try:
+            access = await team.environment(session.user_id, env_id, "manage_keys")
             name, scopes = parse_key_form(fields)
-            issued = await tenancy_of(request.app).create_key(env_id, name=name, scopes=scopes)
+            issued = await team.create_key(
+                access.organisation.id,
+                env_id,
+                Actor.user(session.user_id, session.email),
+                name=name,
+                scopes=scopes,
+            )
         except (ValidationFailed, KeyLimitReached) as exc:
             limit_hit = isinstance(exc, KeyLimitReached)
             return await render_keys(
@@ -72,11 +85,17 @@ class KeyPages(Controller):
 
     @post("/{key_id:str}/revoke")
     async def revoke_key(
-        self, request: Request[Any, Any, Any], env_id: FromPath[str], key_id: FromPath[str]
+        self,
+        request: Request[Any, Any, Any],
+        team: NamedDependency[TeamService],
+        env_id: FromPath[str],
+        key_id: FromPath[str],
     ) -> Response[Any]:
         """Revoke a key of this environment (another environment's key is not found)."""
-        await environment(request, env_id, "manage_keys")
-        await tenancy_of(request.app).revoke_key(env_id, key_id)
+        session = session_of(request)
+        access = await team.environment(session.user_id, env_id, "manage_keys")
+        actor = Actor.user(session.user_id, session.email)
+        await team.revoke_key(access.organisation.id, env_id, key_id, actor)
         return redirect(env_path(env_id, "keys"), notice="key-revoked")
 
 
@@ -91,7 +110,7 @@ async def render_keys(
 ) -> Response[Any]:
     """The keys page (never cached: it may carry a secret just made)."""
     access = await environment(request, env_id)
-    keys = await tenancy_of(request.app).list_keys(env_id, include_revoked=True)
+    keys = await team_of(request.app).list_keys(env_id, include_revoked=True)
     now = datetime.now(UTC)
     active = [key for key in keys if is_active(key, now)]
     return page(

@@ -7,7 +7,7 @@ from typing import Any
 from litestar import Request
 
 from control_plane.dashboard.sessions import session_of
-from control_plane.edge.resources import tenancy_of
+from control_plane.edge.resources import team_of
 from data_plane.service import Scope
 from observability.logging import bind
 from tenants.access import EnvironmentAccess
@@ -19,10 +19,8 @@ async def environment(
     """An environment of the user's organisations (404 for any other), once their role is
     checked to allow ``action`` (403 otherwise)."""
     user_id = session_of(request).user_id
-    access = await tenancy_of(request.app).environment_access(user_id, environment_id)
+    access = await team_of(request.app).environment(user_id, environment_id, action)
     bind(organisation_id=access.organisation.id, environment_id=environment_id)
-    if action is not None:
-        access.require(action)
     return access
 
 

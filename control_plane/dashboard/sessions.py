@@ -21,14 +21,14 @@ from litestar.enums import RequestEncodingType
 from litestar.handlers.base import BaseRouteHandler
 from litestar.params import Body
 
-from control_plane.edge.resources import resources_of, tenancy_of
+from control_plane.edge.resources import identity_of, resources_of
 from core import settings
 from core.wire_types import Text
 from observability.logging import bind
 from tenants import sessions
+from tenants.identity import Identity
 from tenants.login_throttle import LoginThrottle, ThrottlePolicy
 from tenants.sessions import SESSION_TTL_S, CsrfFailed, Session, SessionRequired
-from tenants.tenancy import Tenancy
 
 COOKIE_NAME = "qc_session"
 CSRF_HEADER = "X-CSRF-Token"
@@ -101,7 +101,7 @@ async def require_session(
     state = connection.scope.setdefault("state", {})
     if isinstance(state.get(_STATE_KEY), Session):
         return
-    session = await tenancy_of(connection.app).session(connection.cookies.get(COOKIE_NAME))
+    session = await identity_of(connection.app).session(connection.cookies.get(COOKIE_NAME))
     state[_STATE_KEY] = session
     bind(user_id=session.user_id)
 
@@ -156,6 +156,21 @@ def signup_throttle_of(app: Litestar) -> LoginThrottle:
     return throttle
 
 
+_RESET_THROTTLE_STATE = "reset_throttle"
+
+
+def reset_throttle_of(app: Litestar) -> LoginThrottle:
+    """The process's throttle of password reset requests: every request counts, per email and
+    per client address (:data:`SIGNUP_POLICY`), so nobody floods an inbox with links."""
+    throttle = app.state.get(_RESET_THROTTLE_STATE)
+    if not isinstance(throttle, LoginThrottle):
+        throttle = LoginThrottle(
+            resources_of(app).redis, SIGNUP_POLICY, key_prefix="qc:reset:{throttle}"
+        )
+        app.state[_RESET_THROTTLE_STATE] = throttle
+    return throttle
+
+
 def login_throttle_of(app: Litestar) -> LoginThrottle:
     """The process's login throttle on its shared Redis client, made on first use.
 
@@ -178,7 +193,7 @@ class SessionController(Controller):
     async def login(
         self,
         request: Request[Any, Any, Any],
-        tenancy: NamedDependency[Tenancy],
+        identity: NamedDependency[Identity],
         data: Annotated[LoginRequest, Body()],
     ) -> Response[SessionView]:
         """Sets the ``qc_session`` cookie; 401 ``INVALID_CREDENTIALS`` for any wrong pair.
@@ -188,7 +203,7 @@ class SessionController(Controller):
         """
         throttle = login_throttle_of(request.app)
         client_address = request.client.host if request.client else None
-        opened = await tenancy.login(data.email, data.password, throttle, client_address)
+        opened = await identity.login(data.email, data.password, throttle, client_address)
         bind(user_id=opened.session.user_id)
         return Response(SessionView.of(opened.session), cookies=[session_cookie(opened.token)])
 
@@ -204,8 +219,8 @@ class SessionController(Controller):
         summary="Sign out: ends the session server-side",
     )
     async def logout(
-        self, request: Request[Any, Any, Any], tenancy: NamedDependency[Tenancy]
+        self, request: Request[Any, Any, Any], identity: NamedDependency[Identity]
     ) -> Response[None]:
         """Needs ``X-CSRF-Token``; the old cookie stops working at once."""
-        await tenancy.logout(request.cookies.get(COOKIE_NAME, ""))
+        await identity.logout(request.cookies.get(COOKIE_NAME, ""))
         return Response(None, status_code=204, cookies=[session_cookie("", max_age_s=0)])

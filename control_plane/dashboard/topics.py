@@ -5,17 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, Request, Response, get, post
+from litestar.di import NamedDependency
 from litestar.params import FromPath
 
-from control_plane.dashboard.charts import lag_chart
+from control_plane.dashboard.group_page import render_group
 from control_plane.dashboard.pages import env_path, field, form_fields, page, redirect
 from control_plane.dashboard.scope import caller, environment
-from control_plane.dashboard.sessions import require_csrf, require_session
+from control_plane.dashboard.sessions import require_csrf, require_session, session_of
 from control_plane.dashboard.topic_page import render_topic
 from control_plane.edge.errors import status_for
 from control_plane.edge.resources import data_plane_of
 from core.errors import Conflict, ValidationFailed
-from data_plane.service import DELIVERIES, LATENCY_CLASSES, group_view
+from data_plane.service import DELIVERIES, LATENCY_CLASSES, DataPlane
+from tenants.team.audit import Actor
+from tenants.team.service import TeamService
 
 TOPIC_FORM_DEFAULTS = {
     "name": "",
@@ -56,15 +59,24 @@ class TopicPages(Controller):
 
     @post("/")
     async def create_topic(
-        self, request: Request[Any, Any, Any], env_id: FromPath[str]
+        self,
+        request: Request[Any, Any, Any],
+        team: NamedDependency[TeamService],
+        data_plane: NamedDependency[DataPlane],
+        env_id: FromPath[str],
     ) -> Response[Any]:
         """Create a topic; quota and naming problems are explained on the form."""
         fields = await form_fields(request)
         form = {key: field(fields, key) for key in TOPIC_FORM_DEFAULTS}
-        access = await environment(request, env_id, "create_topics")
+        session = session_of(request)
         try:
-            topic = await data_plane_of(request.app).topics.create(
-                caller(access), **parse_topic_form(fields)
+            access = await team.environment(session.user_id, env_id, "create_topics")
+            options = parse_topic_form(fields)
+            topic = await data_plane.topics.create(
+                caller(access),
+                options.pop("name"),
+                Actor.user(session.user_id, session.email),
+                **options,
             )
         except (ValidationFailed, Conflict) as exc:
             return await render_topics(
@@ -88,21 +100,9 @@ class TopicPages(Controller):
         topic: FromPath[str],
         group: FromPath[str],
     ) -> Response[Any]:
-        """Members, partitions with owner, committed offset and lag, dead letters, lag chart."""
-        access = await environment(request, env_id)
-        detail = await data_plane_of(request.app).groups.detail(caller(access), topic, group)
-        view = group_view(detail.state)
-        return page(
-            request,
-            "group.html",
-            access=access,
-            section="topics",
-            group=view,
-            members=detail.state["members"],  # rows, with their heartbeat as a datetime
-            lag=detail.lag,
-            chart=lag_chart(detail.lag),
-            total_lag=sum(partition.lag for partition in view.partitions),
-        )
+        """Members, partitions with owner, committed offset and lag, dead letters, lag chart,
+        settings."""
+        return await render_group(request, env_id, topic, group)
 
 
 async def render_topics(

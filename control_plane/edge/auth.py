@@ -18,7 +18,7 @@ from litestar.handlers.base import BaseRouteHandler
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from control_plane.edge.resources import tenancy_of
+from control_plane.edge.resources import identity_of
 from observability.logging import bind, get_logger
 from tenants.authn import KeyAuthenticator
 from tenants.errors import Forbidden, InvalidApiKey
@@ -91,7 +91,7 @@ def scope_middleware(app: ASGIApp) -> ASGIApp:
 @asynccontextmanager
 async def key_authentication(app: Litestar) -> AsyncIterator[None]:
     """Lifespan: the process's authenticator and the task that flushes last-used times."""
-    authenticator = KeyAuthenticator(tenancy_of(app).authenticate)
+    authenticator = KeyAuthenticator(identity_of(app).authenticate)
     app.state.key_authenticator = authenticator
     flusher = asyncio.create_task(_flush_last_used(app, authenticator))
     try:
@@ -114,6 +114,6 @@ async def _write_last_used(app: Litestar, authenticator: KeyAuthenticator) -> No
     if not used:
         return
     try:
-        await tenancy_of(app).record_key_use(used)
+        await identity_of(app).record_key_use(used)
     except Exception as exc:
         log.warning("last_used_flush_failed", error=type(exc).__name__, keys=len(used))

@@ -15,7 +15,7 @@ import msgspec
 from litestar import Litestar
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from control_plane.edge.resources import resources_of, tenancy_of
+from control_plane.edge.resources import identity_of, resources_of
 from tenants.models import AuthContext
 from tenants.rate_limits import Decision, RateLimiter
 from tenants.tiers import CATEGORIES, TIER_LIMITS, Category, Limits
@@ -40,12 +40,12 @@ def category_of(scope: Scope) -> Category:
 @asynccontextmanager
 async def rate_limiting(app: Litestar) -> AsyncIterator[None]:
     """Lifespan: the process's limiter, on the process's Redis client."""
-    tenancy = tenancy_of(app)
+    identity = identity_of(app)
 
     async def load(organisation_id: str) -> Limits:
         if organisation_id == ANONYMOUS_ORGANISATION:  # requests without a key, by address
             return ANONYMOUS_LIMITS
-        return await tenancy.organisation_limits(organisation_id)
+        return await identity.organisation_limits(organisation_id)
 
     app.state.rate_limiter = RateLimiter(resources_of(app).redis, load)
     yield

@@ -16,11 +16,13 @@ from billing.service import Billing
 from control_plane.edge.series import STATE_KEY, ProducerSeries
 from core import settings
 from core.db import AsyncPool, async_pool
+from core.mail import mailer
 from core.object_store import ObjectStore
 from core.redis_client import redis_client
 from data_plane.service import DataPlane
 from observability.object_store import metered_store
-from tenants.tenancy import Tenancy
+from tenants.identity import Identity
+from tenants.team.service import TeamService
 
 
 @dataclass
@@ -57,14 +59,15 @@ class Resources:
 
 class Runtime:
     """What one API process holds open, built and closed by its lifespan: the resources and the
-    services on them (the data plane, tenancy, billing). Handlers receive them by dependency
+    services on them (the data plane, identity, teams, billing). Handlers receive them by dependency
     injection (:meth:`dependencies`); middleware and guards, which it does not reach, find them
     in ``app.state``."""
 
     def __init__(self) -> None:
         self._resources: Resources | None = None
         self._data_plane: DataPlane | None = None
-        self._tenancy: Tenancy | None = None
+        self._identity: Identity | None = None
+        self._team: TeamService | None = None
         self._billing: Billing | None = None
 
     @asynccontextmanager
@@ -81,7 +84,9 @@ class Runtime:
         )
         self._resources, self._data_plane = resources, data_plane
         app.state.data_plane = data_plane  # for the SIGTERM drain (control_plane.edge.shutdown)
-        self._tenancy = app.state.tenancy = Tenancy(resources.db)
+        self._identity = app.state.identity = Identity(resources.db)
+        mail = mailer(settings.mail())
+        self._team = app.state.team = TeamService(resources.db, mail, settings.http().public_url)
         self._billing = app.state.billing = Billing(resources.db)
         producers = ProducerSeries.start_if_on(settings.greptime())  # None when switched off
         app.state[STATE_KEY] = producers.activity if producers else None
@@ -108,11 +113,17 @@ class Runtime:
             raise RuntimeError("the application's lifespan has not started")
         return self._data_plane
 
-    def tenancy(self) -> Tenancy:
+    def identity(self) -> Identity:
         """The tenants' service (a dependency provider)."""
-        if self._tenancy is None:
+        if self._identity is None:
             raise RuntimeError("the application's lifespan has not started")
-        return self._tenancy
+        return self._identity
+
+    def team(self) -> TeamService:
+        """The accounts and teams service (a dependency provider)."""
+        if self._team is None:
+            raise RuntimeError("the application's lifespan has not started")
+        return self._team
 
     def billing(self) -> Billing:
         """The billing service (a dependency provider)."""
@@ -121,12 +132,13 @@ class Runtime:
         return self._billing
 
     def dependencies(self) -> dict[str, Provide]:
-        """``resources``, ``data_plane``, ``tenancy`` and ``billing`` for any handler that names
-        them."""
+        """``resources``, ``data_plane``, ``identity``, ``team`` and ``billing`` for any handler
+        that names them."""
         return {
             "resources": Provide(self.resources, sync_to_thread=False),
             "data_plane": Provide(self.data_plane, sync_to_thread=False),
-            "tenancy": Provide(self.tenancy, sync_to_thread=False),
+            "identity": Provide(self.identity, sync_to_thread=False),
+            "team": Provide(self.team, sync_to_thread=False),
             "billing": Provide(self.billing, sync_to_thread=False),
         }
 
@@ -136,9 +148,15 @@ def resources_of(app: Litestar) -> Resources:
     return cast(Resources, app.state.resources)
 
 
-def tenancy_of(app: Litestar) -> Tenancy:
+def identity_of(app: Litestar) -> Identity:
     """The tenants' service built by :meth:`Runtime.lifespan`, for middleware and guards."""
-    return cast(Tenancy, app.state.tenancy)
+    return cast(Identity, app.state.identity)
+
+
+def team_of(app: Litestar) -> TeamService:
+    """The accounts and teams service built by :meth:`Runtime.lifespan`, for guards and
+    helpers that get no dependencies."""
+    return cast(TeamService, app.state.team)
 
 
 def data_plane_of(app: Litestar) -> DataPlane:

@@ -32,6 +32,7 @@ from data_plane.groups.schemas import (
     JoinRequest,
     JoinResponse,
 )
+from data_plane.groups.service import format_duration_ms
 from data_plane.read.reader import (
     OffsetOutOfRange,
     PartitionNotFound,
@@ -122,6 +123,7 @@ __all__ = [
     "TrafficWindow",
     "UpdateTopicRequest",
     "Upkeep",
+    "format_duration_ms",
     "group_view",
     "iso_timestamp",
     "message_id",

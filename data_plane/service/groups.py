@@ -3,11 +3,12 @@ offsets (read, seek, reset), lag over time, and the dashboard's view of a group.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime
 
 from core.db import AsyncPool
 from data_plane import delivery
-from data_plane.delivery import GroupRefCache
+from data_plane.delivery import GroupRef, GroupRefCache
 from data_plane.groups import lag
 from data_plane.groups import service as groups
 from data_plane.groups.lag import LagSeries
@@ -19,10 +20,12 @@ from data_plane.groups.schemas import (
     JoinRequest,
     JoinResponse,
 )
-from data_plane.service.scope import Caller, in_group
+from data_plane.service.scope import Caller, audit_target, in_group
 from data_plane.service.views import group_config, group_view
 from data_plane.topics import overview
 from data_plane.topics.overview import GroupDetail
+from tenants.team import audit
+from tenants.team.audit import Actor
 
 
 class Groups:
@@ -50,18 +53,28 @@ class Groups:
             for r in rows
         ]
 
+    async def settings(self, caller: Caller, topic: str, group: str) -> GroupRef:
+        """The group's delivery settings (ack timeout, retries, backoff), read afresh."""
+        async with self._db.connection() as conn:
+            return await delivery.group_ref(conn, caller.environment_id, topic, group)
+
     async def describe(self, caller: Caller, topic: str, group: str) -> GroupView:
         """Members, each partition's owner, committed offset and lag, and the settings."""
         async with self._db.connection() as conn:
             return group_view(await groups.describe(conn, caller.environment_id, topic, group))
 
     async def configure(
-        self, caller: Caller, topic: str, group: str, request: GroupConfigRequest
+        self, caller: Caller, topic: str, group: str, request: GroupConfigRequest, actor: Actor
     ) -> GroupView:
-        """Create the group or change its settings."""
+        """Create the group or change its settings (recorded in the audit log)."""
         config = group_config(request)
         async with self._db.connection() as conn:
             state = await groups.configure(conn, caller.environment_id, topic, group, config)
+            target = audit_target(caller.environment_id, topic, group)
+            details = asdict(config)
+            await audit.record(
+                conn, caller.organisation_id, actor, "group.configured", target, **details
+            )
         self._refs.forget(caller.environment_id, topic, group)
         return group_view(state)
 

@@ -36,6 +36,11 @@ class Scope:
     environment_id: str
 
 
+def audit_target(environment_id: str, *names: str) -> str:
+    """What an audit entry names: ``topic`` or ``topic/group`` in an environment."""
+    return f"{'/'.join(names)} ({environment_id})"
+
+
 @asynccontextmanager
 async def in_group(
     db: AsyncPool, caller: Caller, topic: str, group: str

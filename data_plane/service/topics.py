@@ -1,14 +1,17 @@
-"""Topic administration through the door: create, list, describe, update, delete, and the
-dashboard's read models of topics (depths, partitions, groups, traffic)."""
+"""Topic administration through the door: create, list, describe, update, delete (each change
+recorded in the organisation's audit log, in its own transaction), and the dashboard's read
+models of topics (depths, partitions, groups, traffic)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import anyio.to_thread
 
 from core.db import AsyncPool
 from core.worker import send_task
 from data_plane.groups import service as groups
-from data_plane.service.scope import Caller
+from data_plane.service.scope import Caller, audit_target
 from data_plane.service.views import topic_view
 from data_plane.topics import overview, traffic
 from data_plane.topics import service as topics
@@ -17,6 +20,8 @@ from data_plane.topics.schemas import TopicList, TopicStats, TopicView
 from data_plane.topics.traffic import TrafficSeries, TrafficWindow
 from data_plane.write.publish import TopicDirectory
 from observability.logging import get_logger
+from tenants.team import audit
+from tenants.team.audit import Actor
 
 DELETE_TOPIC_DATA = "data_plane.delete_topic_data"
 log = get_logger("queuecore.topics")
@@ -34,6 +39,7 @@ class Topics:
         self,
         caller: Caller,
         name: str,
+        actor: Actor,
         *,
         partitions: int = 3,
         retention: str = "7d",
@@ -51,6 +57,17 @@ class Topics:
                 retention=retention,
                 delivery=delivery,
                 latency_class=latency_class,
+            )
+            await audit.record(
+                conn,
+                caller.organisation_id,
+                actor,
+                "topic.created",
+                audit_target(caller.environment_id, name),
+                partitions=topic.partitions,
+                retention=topic.retention,
+                delivery=topic.delivery,
+                latency_class=topic.latency_class,
             )
         return topic_view(topic)
 
@@ -73,6 +90,7 @@ class Topics:
         self,
         caller: Caller,
         name: str,
+        actor: Actor,
         *,
         partitions: int | None = None,
         retention: str | None = None,
@@ -80,6 +98,7 @@ class Topics:
     ) -> TopicView:
         """More partitions (never fewer), another retention or latency class."""
         async with self._db.connection() as conn:
+            before = await topics.get_topic(conn, caller.environment_id, name)
             topic = await topics.update_topic(
                 conn,
                 caller.organisation_id,
@@ -89,13 +108,23 @@ class Topics:
                 retention=retention,
                 latency_class=latency_class,
             )
+            await audit.record(
+                conn,
+                caller.organisation_id,
+                actor,
+                "topic.updated",
+                audit_target(caller.environment_id, name),
+                **_changed(topic_view(before), topic_view(topic)),
+            )
         self._routes.forget(caller.environment_id, name)
         return topic_view(topic)
 
-    async def delete(self, caller: Caller, name: str) -> TopicView:
+    async def delete(self, caller: Caller, name: str, actor: Actor) -> TopicView:
         """The topic is gone and its name free at once; :meth:`queue_cleanup` removes its data."""
         async with self._db.connection() as conn:
             topic = await topics.delete_topic(conn, caller.environment_id, name)
+            target = audit_target(caller.environment_id, name)
+            await audit.record(conn, caller.organisation_id, actor, "topic.deleted", target)
         self._routes.forget(caller.environment_id, name)
         return topic_view(topic)
 
@@ -124,3 +153,13 @@ class Topics:
             detail = await overview.topic_detail(conn, caller.environment_id, name)
             series = await traffic.topic_traffic(conn, detail.topic.id, window)
         return detail, series
+
+
+def _changed(before: TopicView, after: TopicView) -> dict[str, Any]:
+    """What an update changed, as ``{field: "old → new"}``."""
+    fields = ("partitions", "retention", "latency_class")
+    return {
+        field: f"{getattr(before, field)} → {getattr(after, field)}"
+        for field in fields
+        if getattr(before, field) != getattr(after, field)
+    }
