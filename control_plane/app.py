@@ -12,20 +12,20 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.types import ControllerRouterHandler
 
+from control_plane.api.v1 import v1_router
 from control_plane.apidocs import OfflineSwaggerPlugin, add_framing_headers
-from control_plane.auth import key_authentication
 from control_plane.dashboard import dashboard_route_handlers, dashboard_templates
-from control_plane.edge import nul_guard_middleware
-from control_plane.errors import EXCEPTION_HANDLERS
-from control_plane.health import HealthController
-from control_plane.openapi_errors import document_errors
-from control_plane.rate_limit import rate_limiting
-from control_plane.request_id import add_request_id_header, request_id_middleware
-from control_plane.resources import Runtime
-from control_plane.sessions import SessionController
-from control_plane.shutdown import install_drain_on_sigterm
-from control_plane.tracing import tracing_plugins
-from control_plane.v1 import v1_router
+from control_plane.dashboard.sessions import SessionController
+from control_plane.edge.auth import key_authentication
+from control_plane.edge.errors import EXCEPTION_HANDLERS
+from control_plane.edge.health import HealthController
+from control_plane.edge.nul_guard import nul_guard_middleware
+from control_plane.edge.openapi_errors import document_errors
+from control_plane.edge.rate_limit import rate_limiting
+from control_plane.edge.request_id import add_request_id_header, request_id_middleware
+from control_plane.edge.resources import Runtime
+from control_plane.edge.shutdown import install_drain_on_sigterm
+from control_plane.edge.tracing import tracing_plugins
 from core import settings
 from core.gc_tuning import freeze_startup_heap
 from observability import logging as qc_logging

@@ -9,9 +9,10 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar, cast
 from urllib.parse import unquote, urlsplit
 
 PREFIX = "QUEUECORE_"
@@ -95,6 +96,24 @@ def _url(name: str, value: str, schemes: tuple[str, ...]) -> str:
     return value
 
 
+Loader = TypeVar("Loader", bound=Callable[[], Any])
+_LOADERS: list[Any] = []
+
+
+def _cached(loader: Loader) -> Loader:
+    """A settings group of the process: read from the environment once, then kept (a new
+    loader needs nothing else: :func:`clear_caches` finds it here)."""
+    cached = functools.cache(loader)
+    _LOADERS.append(cached)
+    return cast(Loader, cached)
+
+
+def clear_caches() -> None:
+    """Forget every cached settings group (tests change the environment)."""
+    for loader in _LOADERS:
+        loader.cache_clear()
+
+
 @dataclass(frozen=True, slots=True)
 class DatabaseSettings:
     """PostgreSQL connection (``QUEUECORE_DATABASE_URL``) and pool sizing."""
@@ -129,6 +148,7 @@ class ObjectStoreSettings:
     region: str
     connect_timeout_ms: int = 2_000
     request_timeout_ms: int = 5_000  # per attempt; a stalled S3 fails fast (docs/faults.md)
+    put_threads: int = 0  # small segment PUTs from threads instead of the event loop
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ObjectStoreSettings:
@@ -152,6 +172,7 @@ class ObjectStoreSettings:
             region=_env("S3_REGION", "us-east-1", env) or "us-east-1",
             connect_timeout_ms=_int("S3_CONNECT_TIMEOUT_MS", 2_000, 50, 60_000, env),
             request_timeout_ms=_int("S3_REQUEST_TIMEOUT_MS", 5_000, 100, 600_000, env),
+            put_threads=_int("S3_PUT_THREADS", 0, 0, 64, env),
         )
 
 
@@ -378,49 +399,49 @@ class WebhookSettings:
         )
 
 
-@functools.cache
+@_cached
 def database() -> DatabaseSettings:
     """The process's database settings."""
     return DatabaseSettings.from_env()
 
 
-@functools.cache
+@_cached
 def object_store() -> ObjectStoreSettings:
     """The process's object store settings."""
     return ObjectStoreSettings.from_env()
 
 
-@functools.cache
+@_cached
 def redis() -> RedisSettings:
     """The process's Redis settings."""
     return RedisSettings.from_env()
 
 
-@functools.cache
+@_cached
 def http() -> HttpSettings:
     """The process's HTTP settings."""
     return HttpSettings.from_env()
 
 
-@functools.cache
+@_cached
 def kafka() -> KafkaSettings:
     """The process's Kafka listener settings."""
     return KafkaSettings.from_env()
 
 
-@functools.cache
+@_cached
 def logs() -> LogSettings:
     """The process's log settings."""
     return LogSettings.from_env()
 
 
-@functools.cache
+@_cached
 def telemetry() -> TelemetrySettings:
     """The process's telemetry settings."""
     return TelemetrySettings.from_env()
 
 
-@functools.cache
+@_cached
 def webhooks() -> WebhookSettings:
     """The process's outgoing-webhook settings."""
     return WebhookSettings.from_env()
@@ -460,13 +481,13 @@ class WriterSettings:
         return ms / 1000
 
 
-@functools.cache
+@_cached
 def shutdown() -> ShutdownSettings:
     """The process's shutdown settings."""
     return ShutdownSettings.from_env()
 
 
-@functools.cache
+@_cached
 def writer() -> WriterSettings:
     """The process's writer settings."""
     return WriterSettings.from_env()
@@ -484,7 +505,7 @@ class MeterSettings:
         return cls(_int("USAGE_FLUSH_S", 5, 1, 300))
 
 
-@functools.cache
+@_cached
 def meter() -> MeterSettings:
     """The process's meter settings."""
     return MeterSettings.from_env()
@@ -531,7 +552,7 @@ def _partitions(raw: str) -> int:
     return value
 
 
-@functools.cache
+@_cached
 def spark() -> SparkSettings:
     """The process's Spark settings."""
     return SparkSettings.from_env()
@@ -557,7 +578,7 @@ class CompactionSettings:
         )
 
 
-@functools.cache
+@_cached
 def compaction() -> CompactionSettings:
     """The process's compaction settings."""
     return CompactionSettings.from_env()
@@ -566,7 +587,7 @@ def compaction() -> CompactionSettings:
 DEFAULT_READ_CACHE_MAX_BYTES = 256 * MiB
 
 
-@functools.cache
+@_cached
 def read_cache_max_bytes() -> int:
     """``QUEUECORE_READ_CACHE_MAX_BYTES`` (default 256 MiB; 0 turns the cache off)."""
     return _int("READ_CACHE_MAX_BYTES", DEFAULT_READ_CACHE_MAX_BYTES, 0, 1 << 40)
@@ -575,7 +596,7 @@ def read_cache_max_bytes() -> int:
 DEFAULT_ORPHAN_GRACE_S = 15 * 60
 
 
-@functools.cache
+@_cached
 def orphan_grace_s() -> int:
     """``QUEUECORE_ORPHAN_GRACE_S``: how old an unreferenced object must be to be deleted."""
     return _int("ORPHAN_GRACE_S", DEFAULT_ORPHAN_GRACE_S, 0, 30 * 86_400)
@@ -606,32 +627,10 @@ class GreptimeSettings:
         )
 
 
-@functools.lru_cache(maxsize=1)
+@_cached
 def greptime() -> GreptimeSettings:
     """The GreptimeDB row-series settings of this process."""
     return GreptimeSettings.from_env()
-
-
-def clear_caches() -> None:
-    """Forget cached settings (tests change the environment)."""
-    for loader in (
-        database,
-        object_store,
-        redis,
-        http,
-        logs,
-        telemetry,
-        webhooks,
-        writer,
-        shutdown,
-        meter,
-        spark,
-        compaction,
-        read_cache_max_bytes,
-        orphan_grace_s,
-        greptime,
-    ):
-        loader.cache_clear()
 
 
 # --- latency triage and the writer's phase timings (appended as one block) ---------------------
@@ -655,30 +654,39 @@ class TriageSettings:
         )
 
 
-@functools.cache
+@_cached
 def triage() -> TriageSettings:
     """The process's triage settings."""
     return TriageSettings.from_env()
 
 
-@functools.cache
-def s3_put_threads() -> int:
-    """``QUEUECORE_S3_PUT_THREADS``: threads sending small segment PUTs (0, the default: none)."""
-    return _int("S3_PUT_THREADS", 0, 0, 64)
+@dataclass(frozen=True, slots=True)
+class DataPlaneSettings:
+    """What a process's data plane is built with: its constructor reads no setting itself."""
 
+    database_url: str
+    writer: WriterSettings
+    triage: TriageSettings
+    greptime: GreptimeSettings
+    webhooks: WebhookSettings
+    read_cache_max_bytes: int
+    traffic_flush_s: int  # how often the per-topic traffic counters are written
+    orphan_grace_s: int
 
-_clear_caches_before_triage = clear_caches
+    @classmethod
+    def from_env(cls) -> DataPlaneSettings:
+        """The process's settings for its data plane."""
+        return cls(
+            database_url=database().url,
+            writer=writer(),
+            triage=triage(),
+            greptime=greptime(),
+            webhooks=webhooks(),
+            read_cache_max_bytes=read_cache_max_bytes(),
+            traffic_flush_s=meter().flush_s,
+            orphan_grace_s=orphan_grace_s(),
+        )
 
-
-def clear_caches() -> None:  # type: ignore[no-redef]  # extended, so merges stay appends
-    """Forget cached settings (tests change the environment)."""
-    _clear_caches_before_triage()
-    triage.cache_clear()
-    s3_put_threads.cache_clear()
-    kafka.cache_clear()
-
-
-# --- teams: outgoing email and public sign-up (appended as one block) --------------------------
 
 SMTP_SECURITY = ("starttls", "tls", "none")
 DEFAULT_SENDER = "QueueCore <queuecore@localhost>"
@@ -723,24 +731,14 @@ class MailSettings:
         )
 
 
-@functools.cache
+@_cached
 def mail() -> MailSettings:
     """The process's outgoing-email settings."""
     return MailSettings.from_env()
 
 
-@functools.cache
+@_cached
 def signup_open() -> bool:
     """``QUEUECORE_SIGNUP``: whether anyone may create an account and organisation on the
     dashboard (true, the default); invitations work either way."""
     return _bool("SIGNUP", True)
-
-
-_clear_caches_before_teams = clear_caches
-
-
-def clear_caches() -> None:  # type: ignore[no-redef]  # extended, so merges stay appends
-    """Forget cached settings (tests change the environment)."""
-    _clear_caches_before_teams()
-    mail.cache_clear()
-    signup_open.cache_clear()

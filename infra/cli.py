@@ -37,7 +37,7 @@ def _serve(args: argparse.Namespace) -> int:
         access_log=False,
         proxy_headers=True,
         timeout_graceful_shutdown=stop.timeout_s,  # counted from the drain's end (shutdown.py)
-        http="control_plane.http_limits:BoundedHttpToolsProtocol",  # bounded request heads
+        http="control_plane.edge.http_limits:BoundedHttpToolsProtocol",  # bounded request heads
     )
     return 0
 

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 import psutil
 import psycopg
 
+from core.db import connect
 from core.settings import PREFIX, DevStackSettings, HttpSettings
 from infra.embedded import (
     HOST,
@@ -185,7 +186,7 @@ class DevStack:
             )
             env.pop(PREFIX + "DATABASE_URL")
         elif env.get(PREFIX + "DATABASE_URL"):  # fail before starting anything else
-            psycopg.connect(env[PREFIX + "DATABASE_URL"], connect_timeout=3).close()
+            connect(env[PREFIX + "DATABASE_URL"], connect_timeout_s=3).close()
         if not env.get(PREFIX + "DATABASE_URL"):
             pg = EmbeddedPostgres(data / "postgres", self.logs, self.dev.postgres_port)
             self._start(pg)

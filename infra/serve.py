@@ -12,10 +12,10 @@ from contextlib import asynccontextmanager
 from litestar import Litestar
 
 from control_plane.app import create_server_app as create_http_app
-from control_plane.rate_limit import limiter_of
-from control_plane.resources import resources_of
+from control_plane.edge.rate_limit import limiter_of
+from control_plane.edge.resources import resources_of
 from core import settings
-from data_plane.runtime import DataPlane
+from data_plane.service import DataPlane
 from kafka_protocol.listener import kafka_listeners
 from kafka_protocol.session import Services
 

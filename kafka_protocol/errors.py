@@ -5,7 +5,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from core.errors import ClientError, QueueCoreError, Unavailable, ValidationFailed
-from data_plane.kafka_service import (
+from data_plane.service import (
     MessageTooLarge,
     NoSuchPartition,
     OffsetOutOfRange,

@@ -19,7 +19,7 @@ import binascii
 
 import msgspec
 
-from data_plane.kafka_service import BYTES, JSON, NULL, Message
+from data_plane.service import BYTES, JSON, NULL, Message
 from kafka_protocol.records import Record
 
 _RAW = msgspec.json.Decoder(msgspec.Raw)

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from data_plane.kafka_service import DataPlane
+from data_plane.service import DataPlane
 from tenants.models import AuthContext
 from tenants.rate_limits import Decision
 from tenants.tiers import Category

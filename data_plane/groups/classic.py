@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.db import AsyncPool, Conn
-from data_plane.groups import classic_queries as q
+from data_plane.groups import queries as q
 from tenants.ids import new_id
 
 POLL_S = 0.1

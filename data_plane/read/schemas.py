@@ -1,4 +1,6 @@
-"""Wire shapes of the message browser (camelCase JSON)."""
+"""The wire shape of a message (camelCase JSON), defined once: as the browser shows it
+(:class:`MessageView`), as a pull or a stream delivers it (:class:`DeliveredMessage`), and as
+a dead-letter queue lists it (``data_plane.deadletters.service.DeadLetterView``)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,13 @@ class MessageView(msgspec.Struct, rename="camel", omit_defaults=True):
     headers: dict[str, str]
     timestamp: str
     encoding: str | None = None
+
+
+class DeliveredMessage(MessageView, kw_only=True):
+    """A message leased to a member: its delivery attempt and the id that settles it."""
+
+    attempt: int
+    ack_id: str
 
 
 class MessagePage(msgspec.Struct, rename="camel"):

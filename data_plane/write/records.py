@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from data_plane.errors import MessageTooLarge, PublishUnavailable, TopicNotFound
-from data_plane.write import record_queries as q
+from data_plane.write import queries as q
 from data_plane.write.publish import PublishService, TopicRoute
 from data_plane.write.segment import Message
 from data_plane.write.writer import MESSAGE_OVERHEAD_BYTES, Entry, Placement, consume_exception

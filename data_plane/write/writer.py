@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 import os
 import time
@@ -57,7 +56,7 @@ from core.db import AsyncPool, autocommit
 from core.object_store import ObjectStore
 from core.settings import WriterSettings
 from data_plane.errors import PublishOutcomeUnknown, PublishUnavailable, TopicNotFound
-from data_plane.topics import queries as q
+from data_plane.write import queries as q
 from data_plane.write.segment import BlockRef, Message, SegmentBuilder
 from data_plane.write.timing import FlushClock, PhaseTimings
 from data_plane.write.triage import SlowPublishTriage
@@ -644,7 +643,9 @@ def _conflict_of(exc: psycopg.Error) -> _Rollback | None:
     if exc.sqlstate == "QC404":
         return _Rollback(deleted_topics=set(detail.split(",")))
     if exc.sqlstate == "QC409":
-        return _Rollback(duplicates={(topic_id, key) for topic_id, key in json.loads(detail)})
+        return _Rollback(
+            duplicates={(topic_id, key) for topic_id, key in msgspec.json.decode(detail)}
+        )
     return None
 
 

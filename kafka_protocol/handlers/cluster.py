@@ -12,7 +12,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from data_plane.kafka_service import Topic
+from data_plane.service import TopicView
 from kafka_protocol import wire
 from kafka_protocol.errors import code_of, message_of
 from kafka_protocol.session import Session
@@ -39,10 +39,8 @@ def has_scope(session: Session, scope: str) -> bool:
 async def metadata(session: Session, head: wire.RequestHead, body: Any) -> Any:
     """The broker, and the requested (or all) topics of the key's environment."""
     cls = wire.response_type(Api.METADATA, head.api_version)
-    topics = {
-        t.name: t
-        for t in await session.services.data_plane.list_topics(_auth(session).environment_id)
-    }
+    listed = await session.services.data_plane.topics.list_all(_auth(session))
+    topics = {t.name: t for t in listed.topics}
     wanted = list(topics) if body.topics is None else [t.name for t in body.topics]
     broker = wire.entity(
         wire.nested(cls, "MetadataResponseBroker"),
@@ -62,7 +60,7 @@ async def metadata(session: Session, head: wire.RequestHead, body: Any) -> Any:
     )
 
 
-def _topic_metadata(cls: type[Any], name: str, topic: Topic | None) -> Any:
+def _topic_metadata(cls: type[Any], name: str, topic: TopicView | None) -> Any:
     topic_cls = wire.nested(cls, "MetadataResponseTopic")
     if topic is None:
         return wire.entity(
@@ -141,12 +139,8 @@ async def _create_one(session: Session, cls: type[Any], topic: Any, validate_onl
         return result(ErrorCode.none, None, partitions)
     auth = _auth(session)
     try:
-        created = await session.services.data_plane.create_topic(
-            auth.organisation_id,
-            auth.environment_id,
-            topic.name,
-            Actor.api_key(auth.key_id),
-            partitions=partitions,
+        created = await session.services.data_plane.topics.create(
+            auth, topic.name, Actor.api_key(auth.key_id), partitions=partitions
         )
     except Exception as exc:
         return result(code_of(exc), message_of(exc))
@@ -171,12 +165,10 @@ async def _delete_one(session: Session, name: str) -> tuple[ErrorCode, str | Non
     auth = _auth(session)
     data_plane = session.services.data_plane
     try:
-        deleted = await data_plane.delete_topic(
-            auth.organisation_id, auth.environment_id, name, Actor.api_key(auth.key_id)
-        )
+        deleted = await data_plane.topics.delete(auth, name, Actor.api_key(auth.key_id))
     except Exception as exc:
         return code_of(exc), message_of(exc)
-    await data_plane.request_cleanup(deleted.id)
+    await data_plane.topics.queue_cleanup(deleted.id)
     return ErrorCode.none, None
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from data_plane.kafka_service import OffsetOutOfRange, TopicRoute
+from data_plane.service import OffsetOutOfRange, TopicRoute
 from kafka_protocol import wire
 from kafka_protocol.errors import code_of
 from kafka_protocol.handlers.cluster import has_scope
@@ -71,7 +71,7 @@ async def _resolve(session: Session, parts: list[_Part]) -> None:
     records = session.services.data_plane.records
     for part in parts:
         try:
-            part.route = await records.route(auth.organisation_id, auth.environment_id, part.topic)
+            part.route = await records.route(auth, part.topic)
         except Exception as exc:
             part.error = code_of(exc)
             continue
@@ -117,10 +117,10 @@ async def _read_all(session: Session, parts: list[_Part], max_bytes: int) -> int
 async def _read(session: Session, part: _Part) -> int:
     """Read one partition into ``part``; the bytes of its records."""
     assert part.route is not None and session.auth is not None
-    data_plane = session.services.data_plane
+    records = session.services.data_plane.records
     try:
-        result = await data_plane.read_partition(
-            session.auth.environment_id,
+        result = await records.read(
+            session.auth,
             part.route.target.id,
             part.partition,
             part.offset,
@@ -138,8 +138,8 @@ async def _read(session: Session, part: _Part) -> int:
         return 0
     part.log_start, part.high_watermark = result.earliest_offset, result.latest_offset
     # At least one record, even one larger than the partition's budget, as Kafka does.
-    records = [to_record(stored.message) for stored in result.messages]
-    part.records = encode_batch(part.offset, records) if records else b""
+    found = [to_record(stored.message) for stored in result.messages]
+    part.records = encode_batch(part.offset, found) if found else b""
     return len(part.records)
 
 
@@ -204,16 +204,16 @@ async def _offset(
         return ErrorCode.topic_authorization_failed, -1, -1
     auth = session.auth
     assert auth is not None
-    data_plane = session.services.data_plane
+    records = session.services.data_plane.records
     try:
-        route = await data_plane.records.route(auth.organisation_id, auth.environment_id, topic)
+        route = await records.route(auth, topic)
         if not 0 <= partition < route.partitions:
             return ErrorCode.unknown_topic_or_partition, -1, -1
         topic_id = route.target.id
         if timestamp in (LATEST, EARLIEST) or timestamp < 0:
-            bounds = await data_plane.partition_bounds(topic_id, partition)
+            bounds = await records.bounds(topic_id, partition)
             return ErrorCode.none, bounds.earliest if timestamp == EARLIEST else bounds.latest, -1
-        seek = await data_plane.offset_for_timestamp(topic_id, partition, timestamp)
+        seek = await records.offset_at(topic_id, partition, timestamp)
     except Exception as exc:
         return code_of(exc), -1, -1
     if seek.offset >= seek.latest:

@@ -9,7 +9,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from data_plane.kafka_service import ClassicJoinRequest, GroupError
+from data_plane.service import ClassicJoinRequest, GroupError
 from kafka_protocol import wire
 from kafka_protocol.errors import code_of
 from kafka_protocol.handlers.cluster import has_scope
@@ -191,9 +191,7 @@ async def _commit_topic(session: Session, group: str, topic: Any) -> ErrorCode:
     assert auth is not None
     data_plane = session.services.data_plane
     try:
-        route = await data_plane.records.route(
-            auth.organisation_id, auth.environment_id, topic.name
-        )
+        route = await data_plane.records.route(auth, topic.name)
         offsets = [
             (p.partition_index, p.committed_offset, p.committed_metadata or "")
             for p in topic.partitions

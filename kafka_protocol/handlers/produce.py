@@ -13,7 +13,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from data_plane.kafka_service import Appended, ProducerBatch, TopicRoute
+from data_plane.service import Appended, ProducerBatch, TopicRoute
 from kafka_protocol import wire
 from kafka_protocol.errors import code_of, message_of
 from kafka_protocol.handlers.cluster import has_scope
@@ -97,9 +97,7 @@ async def _append_partition(
             raise _Refused(ErrorCode.corrupt_message, "no record batch for this partition")
         auth = session.auth
         assert auth is not None
-        route = await session.services.data_plane.records.route(
-            auth.organisation_id, auth.environment_id, topic
-        )
+        route = await session.services.data_plane.records.route(auth, topic)
         first: Appended | None = None
         for batch in batches:
             appended = await _append_batch(session, route, partition, batch)

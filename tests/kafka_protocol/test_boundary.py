@@ -8,7 +8,7 @@ import re
 
 from infra.layers import ROOT, imported_modules
 
-SURFACE = "data_plane.kafka_service"
+SURFACE = "data_plane.service"
 SQL = re.compile(r"^\s*(SELECT\s|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|WITH\s+\w+\s+AS)")
 
 
