@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 
 import anyio.to_thread
 from litestar import Litestar
@@ -33,8 +34,18 @@ from observability import telemetry
 API_VERSION = "1.0.0"
 
 
-def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> Litestar:
-    """Build the QueueCore API application from the ``QUEUECORE_*`` settings."""
+Lifespan = Callable[[Litestar], AbstractAsyncContextManager[None]]
+
+
+def create_app(
+    extra_route_handlers: Sequence[ControllerRouterHandler] = (),
+    extra_lifespans: Sequence[Lifespan] = (),
+) -> Litestar:
+    """Build the QueueCore API application from the ``QUEUECORE_*`` settings.
+
+    ``extra_lifespans`` run after the app's own (the process's resources, data plane, rate
+    limiter and key authenticator are open by then) and stop before them.
+    """
     qc_logging.configure(settings.logs())
     runtime = Runtime()
     return Litestar(
@@ -46,7 +57,7 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
             *extra_route_handlers,
         ],
         template_config=dashboard_templates(),
-        lifespan=[runtime.lifespan, rate_limiting, key_authentication],
+        lifespan=[runtime.lifespan, rate_limiting, key_authentication, *extra_lifespans],
         dependencies=runtime.dependencies(),
         on_startup=[document_errors],  # before the OpenAPI document is first served
         exception_handlers=EXCEPTION_HANDLERS,
@@ -75,11 +86,11 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
     )
 
 
-def create_server_app() -> Litestar:
+def create_server_app(extra_lifespans: Sequence[Lifespan] = ()) -> Litestar:
     """:func:`create_app` for a ``queuecore serve`` worker: with telemetry (set up here, in the
     server process, before the app binds to it) and a tuned garbage collector."""
     telemetry.setup(settings.telemetry(), role="api")
-    app = create_app()
+    app = create_app(extra_lifespans=extra_lifespans)
     app.on_startup.append(freeze_startup_heap)
     app.on_startup.append(install_drain_on_sigterm)
     app.on_shutdown.append(_flush_telemetry)  # runs after the lifespan hooks' own last logs

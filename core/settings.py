@@ -212,6 +212,56 @@ class HttpSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class KafkaSettings:
+    """The Kafka protocol listener of ``queuecore serve`` (docs/kafka.md); port 0 is off."""
+
+    host: str
+    port: int
+    advertised_host: str
+    advertised_port: int
+    tls_port: int
+    tls_cert: str | None
+    tls_key: str | None
+    max_request_bytes: int
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any Kafka listener runs."""
+        return self.port > 0 or self.tls_enabled
+
+    @property
+    def tls_enabled(self) -> bool:
+        """Whether the SASL_SSL listener runs (a certificate is configured)."""
+        return self.tls_cert is not None and self.tls_port > 0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> KafkaSettings:
+        """Read and validate."""
+        host = _env("KAFKA_HOST", None, env) or _env("HTTP_HOST", "127.0.0.1", env) or "127.0.0.1"
+        port = _int("KAFKA_PORT", 0, 0, 65535, env)
+        cert, key = _env("KAFKA_TLS_CERT", None, env), _env("KAFKA_TLS_KEY", None, env)
+        for name, path in (("KAFKA_TLS_CERT", cert), ("KAFKA_TLS_KEY", key)):
+            if path is not None and not Path(path).is_file():
+                raise SettingsError(PREFIX + name, f"no such file: {path}")
+        if (cert is None) != (key is None):
+            raise SettingsError(
+                PREFIX + "KAFKA_TLS_KEY", "set both KAFKA_TLS_CERT and KAFKA_TLS_KEY"
+            )
+        default_advertised = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        return cls(
+            host=host,
+            port=port,
+            advertised_host=_env("KAFKA_ADVERTISED_HOST", default_advertised, env)
+            or default_advertised,
+            advertised_port=_int("KAFKA_ADVERTISED_PORT", port, 0, 65535, env),
+            tls_port=_int("KAFKA_TLS_PORT", 9093 if cert else 0, 0, 65535, env),
+            tls_cert=cert,
+            tls_key=key,
+            max_request_bytes=_int("KAFKA_MAX_REQUEST_BYTES", 100 * MiB, 1 * MiB, 1024 * MiB, env),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ShutdownSettings:
     """How a ``queuecore serve`` replica stops on SIGTERM (docs/shutdown.md)."""
 
@@ -371,6 +421,12 @@ def redis() -> RedisSettings:
 def http() -> HttpSettings:
     """The process's HTTP settings."""
     return HttpSettings.from_env()
+
+
+@_cached
+def kafka() -> KafkaSettings:
+    """The process's Kafka listener settings."""
+    return KafkaSettings.from_env()
 
 
 @_cached

@@ -31,7 +31,8 @@ RANKS: dict[str, int] = {
     "tenants": 2,  # domain
     "data_plane": 2,
     "billing": 2,
-    "control_plane": 3,  # edges: HTTP, Celery tasks, Spark jobs
+    "control_plane": 3,  # edges: HTTP, the Kafka listener, Celery tasks, Spark jobs
+    "kafka_protocol": 3,
     "tasks": 3,
     "spark_pipelines": 3,
     "infra": 4,  # entry points: CLI, Celery app, dev stack
@@ -194,9 +195,11 @@ OPENERS = frozenset({"connection", "connect"})  # calls that open a database con
 
 
 def edge_files(root: Path = ROOT) -> list[Path]:
-    """The modules of the edges: the HTTP application and every Celery task module."""
+    """The modules of the edges: the HTTP application, the Kafka listener and every Celery task
+    module."""
     tasks = [path for package in PACKAGES for path in (root / package).rglob("tasks.py")]
-    return sorted({*(root / "control_plane").rglob("*.py"), *tasks})
+    listeners = [*(root / "control_plane").rglob("*.py"), *(root / "kafka_protocol").rglob("*.py")]
+    return sorted({*listeners, *tasks})
 
 
 def _through_the_door(module: str) -> bool:

@@ -17,6 +17,7 @@ from control_plane.edge.auth import auth_context
 from core.errors import QueueCoreError
 from core.wire_types import INTEGER_MAX, Int64, NonNegative64, Partition, Text
 from data_plane.service import (
+    ENCODINGS,
     DataPlane,
     DeliveredMessage,
     Delivery,
@@ -133,8 +134,9 @@ class Renderer:
                 None if message.key is None else message.key.decode(errors="replace"),
                 message.headers,
                 timestamp(message.timestamp_ms),
-                attempt,
-                ack_id,
+                ENCODINGS[message.encoding],
+                attempt=attempt,
+                ack_id=ack_id,
             )
             for partition, offset, attempt, ack_id, message in items
         ]

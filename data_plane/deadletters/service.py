@@ -53,7 +53,7 @@ class DeadLetterReplayed(Conflict):
         )
 
 
-class DeadLetterView(MessageView):
+class DeadLetterView(MessageView, kw_only=True):
     """One entry of the queue: the original message, why it failed and when."""
 
     error: str

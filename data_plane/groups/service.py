@@ -70,6 +70,17 @@ class GroupHasActiveMembers(Conflict):
     code = "GROUP_HAS_ACTIVE_MEMBERS"
 
 
+class KafkaGroup(Conflict):
+    """REST members cannot join a group whose offsets Kafka clients commit."""
+
+    def __init__(self, group: str) -> None:
+        super().__init__(
+            f"Group '{group}' is a Kafka consumer group on this topic (Kafka clients commit its "
+            "offsets); REST members join a group of another name.",
+            group=group,
+        )
+
+
 class InvalidDuration(ClientError):
     """A duration string such as ``30s`` could not be read."""
 
@@ -313,6 +324,8 @@ async def join(
     """Join (or rejoin with ``member_id``) a group, creating it with defaults if needed."""
     topic_row = await topic_of(conn, environment_id, topic)
     group_row = await _locked_group(conn, environment_id, topic_row["id"], group, create=True)
+    if group_row.get("protocol") == "kafka":
+        raise KafkaGroup(group)
     timeout_ms = session_timeout_ms or int(group_row["session_timeout_ms"])
     known = member_id and (
         await (

@@ -10,9 +10,13 @@ import msgspec
 
 from data_plane.read.reader import ReadResult, StoredMessage
 
+ENCODINGS: tuple[str | None, ...] = (None, "base64", None)
+"""The ``encoding`` a wire view shows for each ``Message.encoding`` (JSON, BYTES, NULL)."""
 
-class MessageView(msgspec.Struct, rename="camel"):
-    """A stored message; ``data`` is the JSON value exactly as published."""
+
+class MessageView(msgspec.Struct, rename="camel", omit_defaults=True):
+    """A stored message; ``data`` is the JSON value exactly as published, or, with
+    ``"encoding": "base64"``, the base64 of a value a Kafka client produced that was not JSON."""
 
     message_id: str
     topic: str
@@ -22,9 +26,10 @@ class MessageView(msgspec.Struct, rename="camel"):
     key: str | None
     headers: dict[str, str]
     timestamp: str
+    encoding: str | None = None
 
 
-class DeliveredMessage(MessageView):
+class DeliveredMessage(MessageView, kw_only=True):
     """A message leased to a member: its delivery attempt and the id that settles it."""
 
     attempt: int
@@ -62,6 +67,7 @@ def message_view(topic: str, partition: int, message_id: str, stored: StoredMess
         key=None if message.key is None else message.key.decode(errors="replace"),
         headers=message.headers,
         timestamp=iso_timestamp(message.timestamp_ms),
+        encoding=ENCODINGS[message.encoding],
     )
 
 

@@ -22,7 +22,15 @@ from data_plane.deadletters.service import (
     Replayed,
 )
 from data_plane.delivery import AckOutcome, AckRejected, Delivery, GroupRef, Pulled
-from data_plane.errors import MessageTooLarge
+from data_plane.errors import (
+    MessageTooLarge,
+    PublishOutcomeUnknown,
+    QuotaExceeded,
+    TopicExists,
+    TopicNotFound,
+)
+from data_plane.groups.classic import GroupError
+from data_plane.groups.classic import JoinRequest as ClassicJoinRequest
 from data_plane.groups.lag import LagPoint, LagSeries
 from data_plane.groups.schemas import (
     GroupConfigRequest,
@@ -40,7 +48,13 @@ from data_plane.read.reader import (
     StoredMessage,
     TopicRef,
 )
-from data_plane.read.schemas import DeliveredMessage, MessagePage, iso_timestamp, message_page
+from data_plane.read.schemas import (
+    ENCODINGS,
+    DeliveredMessage,
+    MessagePage,
+    iso_timestamp,
+    message_page,
+)
 from data_plane.service.consuming import KEEPALIVE_S, Stream
 from data_plane.service.plane import DataPlane
 from data_plane.service.scope import Caller, Scope
@@ -61,14 +75,21 @@ from data_plane.topics.schemas import (
 )
 from data_plane.topics.service import DELIVERIES, LATENCY_CLASSES
 from data_plane.topics.traffic import WINDOWS, TrafficSeries, TrafficWindow
-from data_plane.write.publish import Published, message_id
+from data_plane.write.publish import Published, TopicRoute, message_id
+from data_plane.write.records import Appended, OutOfOrderSequence, ProducerBatch
+from data_plane.write.records import PartitionNotFound as NoSuchPartition
+from data_plane.write.segment import BYTES, JSON, NULL, Message
 
 __all__ = [
+    "BYTES",
     "DELIVERIES",
+    "ENCODINGS",
+    "JSON",
     "KEEPALIVE_S",
     "LAG_BUCKET_S",
     "LATENCY_CLASSES",
     "MAX_DEAD_LETTER_PAGE",
+    "NULL",
     "SETTLED_ACK_GRACE_S",
     "SNAPSHOT_KEEP_S",
     "WINDOWS",
@@ -78,10 +99,12 @@ __all__ = [
     "AlertEndpointNotFound",
     "AlertEndpointRequest",
     "AlertEndpointView",
+    "Appended",
     "BatchItemResult",
     "BatchPublishRequest",
     "BatchPublishResult",
     "Caller",
+    "ClassicJoinRequest",
     "CreateTopicRequest",
     "DataPlane",
     "DeadLetterNotFound",
@@ -92,6 +115,7 @@ __all__ = [
     "Delivery",
     "GroupConfigRequest",
     "GroupDetail",
+    "GroupError",
     "GroupRef",
     "GroupSummary",
     "GroupView",
@@ -101,22 +125,31 @@ __all__ = [
     "JoinResponse",
     "LagPoint",
     "LagSeries",
+    "Message",
     "MessagePage",
     "MessageTooLarge",
+    "NoSuchPartition",
     "OffsetOutOfRange",
+    "OutOfOrderSequence",
     "PartitionNotFound",
+    "ProducerBatch",
+    "PublishOutcomeUnknown",
     "PublishRequest",
     "PublishResult",
     "Published",
     "Pulled",
+    "QuotaExceeded",
     "ReadResult",
     "Replayed",
     "Scope",
     "StoredMessage",
     "Stream",
     "TopicDetail",
+    "TopicExists",
     "TopicList",
+    "TopicNotFound",
     "TopicRef",
+    "TopicRoute",
     "TopicSummary",
     "TopicView",
     "TrafficSeries",

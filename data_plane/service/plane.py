@@ -22,6 +22,7 @@ from data_plane import delivery
 from data_plane.delivery import AckOutcome, AckRejected, GroupRef, GroupRefCache, Pulled
 from data_plane.delivery.triage import SlowDeliveryTriage
 from data_plane.groups import service as groups
+from data_plane.groups.classic import ClassicGroups
 from data_plane.groups.pulse import Pulse
 from data_plane.read import reader as read_path
 from data_plane.read import seek
@@ -31,6 +32,7 @@ from data_plane.read.reader import ReadResult, SegmentReader, TopicRef
 from data_plane.service.consuming import Stream, wait_s
 from data_plane.service.deadletters import DeadLetters
 from data_plane.service.groups import Groups
+from data_plane.service.records import Records
 from data_plane.service.scope import Caller, in_group
 from data_plane.service.topics import Topics
 from data_plane.topics.schemas import PublishRequest
@@ -98,6 +100,11 @@ class DataPlane:
         self.topics = Topics(db, self.publisher.topics)
         self.groups = Groups(db, self.group_refs)
         self.dead_letters = DeadLetters(db, config.webhooks)
+        # For the Kafka protocol listener: records by offset, and Kafka's classic groups.
+        self.records = Records(
+            db, self.publisher, self.reader, self.traffic, self.delivered, message_bytes
+        )
+        self.classic_groups = ClassicGroups(db)
 
     async def start(self) -> None:
         """Start the writer's flush loop, the LISTEN connection, the pulse and the traffic flusher."""
