@@ -1,4 +1,6 @@
-"""PostgreSQL access through psycopg 3: connection pools and one-off connections.
+"""PostgreSQL access through psycopg 3, the one way every process reaches it: the API's pool
+(:func:`async_pool`), fresh autocommit connections for tasks, CLI commands and listeners
+(:class:`Connector`), and synchronous connections for Spark jobs and migrations (:func:`connect`).
 
 The API's pool bounds every wait on PostgreSQL from the client's side (docs/faults.md):
 ``statement_timeout`` is PostgreSQL's own clock, and a stopped (frozen) server runs no clock. A
@@ -16,19 +18,21 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
-from psycopg import AsyncConnection, Connection, capabilities, generators, waiting
+from psycopg import AsyncConnection, capabilities, generators, waiting
 from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 from psycopg.pq.abc import PGcancelConn
 from psycopg.rows import DictRow, dict_row
-from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from core.settings import DatabaseSettings
 
+CONNECT_TIMEOUT_S = 5
 STALL_GRACE_MS = 1_000  # the client waits this much past statement_timeout: the server's own
 # timeout (a certain rollback, answered) fires first whenever the server is running at all
 CHECK_CLIENT_MS = 1_000  # a backend whose client has gone stops its statement within this
@@ -37,12 +41,23 @@ _WAIT_INTERVAL_S = 0.1  # psycopg's own default
 CANCEL_TIMEOUT_S = 2.0  # to deliver a cancel request; PostgreSQL reads it even after that
 _cancelling: set[asyncio.Task[None]] = set()  # cancel requests on their way
 
-_deadline: ContextVar[float | None] = ContextVar("queuecore_db_deadline", default=None)
+_deadline: ContextVar[tuple[float, float] | None] = ContextVar(
+    "queuecore_db_deadline", default=None
+)  # end, budget
 
 
-def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[dict[str, Any]]:
-    """One connection, rows as dicts."""
-    return psycopg.connect(url, autocommit=autocommit, row_factory=dict_row, connect_timeout=5)
+def connect(
+    url: str, *, autocommit: bool = False, connect_timeout_s: int = CONNECT_TIMEOUT_S
+) -> psycopg.Connection[dict[str, Any]]:
+    """One synchronous connection, rows as dicts."""
+    return psycopg.connect(
+        url, autocommit=autocommit, row_factory=dict_row, connect_timeout=connect_timeout_s
+    )
+
+
+def connect_tuples(url: str) -> psycopg.Connection[tuple[Any, ...]]:
+    """One synchronous connection, rows as tuples (what a Spark job turns into a DataFrame)."""
+    return psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S)
 
 
 Conn = AsyncConnection[DictRow]
@@ -57,24 +72,26 @@ class DatabaseStalled(psycopg.OperationalError):
 def deadline(budget_s: float | None) -> Iterator[None]:
     """Every wait of the block on a bounded pool (for a connection, for a statement) ends at
     most ``budget_s`` from now (None: only the per-statement bound)."""
-    token = _deadline.set(None if budget_s is None else time.monotonic() + budget_s)
+    value = None if budget_s is None else (time.monotonic() + budget_s, budget_s)
+    token = _deadline.set(value)
     try:
         yield
     finally:
         _deadline.reset(token)
 
 
-def rearm(budget_s: float | None) -> None:
-    """Start the block's :func:`deadline` again: each round of a long poll or a stream is a
-    request of its own to PostgreSQL."""
-    if budget_s is not None and _deadline.get() is not None:
-        _deadline.set(time.monotonic() + budget_s)
+def rearm() -> None:
+    """Start the current :func:`deadline` again with its whole budget: each pull of a long poll
+    or a stream is a request of its own to PostgreSQL."""
+    current = _deadline.get()
+    if current is not None:
+        _deadline.set((time.monotonic() + current[1], current[1]))
 
 
 def remaining_s() -> float | None:
     """Seconds left before the current :func:`deadline` (None: none is set)."""
-    end = _deadline.get()
-    return None if end is None else end - time.monotonic()
+    current = _deadline.get()
+    return None if current is None else current[0] - time.monotonic()
 
 
 class BoundedConnection(AsyncConnection[DictRow]):
@@ -182,22 +199,7 @@ def tcp_options(settings: DatabaseSettings) -> dict[str, int]:
     return options | {"keepalives_count": 3, "tcp_user_timeout": stall_after_ms(settings) or 0}
 
 
-SyncPool = ConnectionPool[Connection[DictRow]]
 AsyncPool = AsyncConnectionPool[AsyncConnection[DictRow]]
-
-
-def sync_pool(settings: DatabaseSettings, name: str) -> SyncPool:
-    """A pool for threads (Celery tasks, CLI). Opened lazily by the caller with ``open()``."""
-    return ConnectionPool(
-        settings.url,
-        connection_class=Connection[DictRow],
-        min_size=settings.pool_min,
-        max_size=settings.pool_max,
-        kwargs={"row_factory": dict_row, "connect_timeout": 5},
-        name=name,
-        open=False,
-        timeout=5,
-    )
 
 
 def async_pool(settings: DatabaseSettings, name: str) -> AsyncPool:
@@ -220,7 +222,7 @@ def async_pool(settings: DatabaseSettings, name: str) -> AsyncPool:
         max_size=settings.pool_max,
         kwargs={
             "row_factory": dict_row,
-            "connect_timeout": 5,
+            "connect_timeout": CONNECT_TIMEOUT_S,
             "options": session_options(settings.statement_timeout_ms),
             **tcp_options(settings),
         },
@@ -251,3 +253,35 @@ async def autocommit(conn: AsyncConnection[Any]) -> AsyncIterator[None]:
     finally:
         with contextlib.suppress(psycopg.Error):
             await conn.set_autocommit(previous)
+
+
+async def ping(pool: AsyncPool, timeout_s: float) -> None:
+    """One round trip on a pooled connection, within ``timeout_s`` to get it (readiness)."""
+    async with pool.connection(timeout=timeout_s) as conn:
+        await conn.execute("SELECT 1")
+
+
+class Database(Protocol):
+    """Where a service gets its connections: the API's pool, or a task's :class:`Connector`."""
+
+    def connection(self) -> AbstractAsyncContextManager[Conn]:
+        """A connection for the block; a pool's commits at its end (rolls back on an error)."""
+        ...
+
+
+class Connector:
+    """Fresh autocommit connections, one per :meth:`connection`: for Celery tasks and CLI
+    commands, which run each piece of work in an event loop of its own (a pool would not
+    outlive it) and whose work commits step by step."""
+
+    def __init__(self, url: str, connect_timeout_s: int = CONNECT_TIMEOUT_S) -> None:
+        self.url = url
+        self.connect_timeout_s = connect_timeout_s
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[Conn]:
+        """A new connection, closed when the block ends."""
+        async with await AsyncConnection.connect(
+            self.url, autocommit=True, row_factory=dict_row, connect_timeout=self.connect_timeout_s
+        ) as conn:
+            yield conn

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 import psutil
 import psycopg
 
+from core.db import connect
 from core.settings import PREFIX, DevStackSettings, HttpSettings
 from infra.embedded import (
     HOST,
@@ -46,8 +47,10 @@ from infra.embedded import (
     require_free,
     wait_until,
 )
+from infra.mailsink import MailSink, ReceivedMail
 
 BUCKET = "queuecore"
+DEV_KAFKA_PORT = 9092  # QUEUECORE_KAFKA_PORT in the dev stack (0 turns the listener off)
 RESTART_BASE_S = 1.0
 RESTART_MAX_S = 30.0
 STABLE_AFTER_S = 60.0  # a child that ran this long restarts from the base backoff again
@@ -91,6 +94,7 @@ class DevStack:
     services: list[EmbeddedService] = field(default_factory=list)
     apps: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     restarts: dict[str, Restarts] = field(default_factory=dict)
+    mail_sink: MailSink | None = None
     _commands: dict[str, list[str]] = field(default_factory=dict)
     _env: dict[str, str] = field(default_factory=dict)
     _lock: IO[str] | None = None
@@ -182,7 +186,7 @@ class DevStack:
             )
             env.pop(PREFIX + "DATABASE_URL")
         elif env.get(PREFIX + "DATABASE_URL"):  # fail before starting anything else
-            psycopg.connect(env[PREFIX + "DATABASE_URL"], connect_timeout=3).close()
+            connect(env[PREFIX + "DATABASE_URL"], connect_timeout_s=3).close()
         if not env.get(PREFIX + "DATABASE_URL"):
             pg = EmbeddedPostgres(data / "postgres", self.logs, self.dev.postgres_port)
             self._start(pg)
@@ -196,8 +200,11 @@ class DevStack:
             rd = EmbeddedRedis(data / "redis", self.logs, self.dev.redis_port)
             self._start(rd)
             env[PREFIX + "REDIS_URL"] = rd.url
+        if not env.get(PREFIX + "SMTP_HOST"):
+            env.update(self._start_mail_sink())
         # A developer's alert receiver listens on this machine; production refuses such URLs.
         env.setdefault(PREFIX + "WEBHOOKS_ALLOW_PRIVATE", "true")
+        env.setdefault(PREFIX + "KAFKA_PORT", str(DEV_KAFKA_PORT))  # Kafka clients, as on a broker
         from infra import migrate
 
         migrate.apply(env[PREFIX + "DATABASE_URL"])
@@ -215,6 +222,9 @@ class DevStack:
 
     def _check_ports(self, env: dict[str, str]) -> None:
         require_free(self.http.port, PREFIX + "HTTP_PORT")
+        kafka_port = int(env.get(PREFIX + "KAFKA_PORT") or DEV_KAFKA_PORT)
+        if kafka_port:
+            require_free(kafka_port, PREFIX + "KAFKA_PORT")
         if not env.get(PREFIX + "DATABASE_URL") or self._is_own_database(
             env.get(PREFIX + "DATABASE_URL")
         ):
@@ -224,6 +234,15 @@ class DevStack:
         if not env.get(PREFIX + "OBJECT_STORE_URL"):
             for port in range(self.dev.s3_port, self.dev.s3_port + 8):
                 require_free(port, PREFIX + "DEV_S3_PORT")
+        if not env.get(PREFIX + "SMTP_HOST"):
+            require_free(self.dev.smtp_port, PREFIX + "DEV_SMTP_PORT")
+
+    def _start_mail_sink(self) -> dict[str, str]:
+        """The local SMTP sink: the stack's email is printed here and kept under ``mail/``."""
+        print("queuecore dev: starting the mail sink…", flush=True)
+        self.mail_sink = MailSink(self.dev.smtp_port, self.dev.data_dir / "mail", _announce_mail)
+        self.mail_sink.start()
+        return self.mail_sink.env()
 
     def _start(self, service: EmbeddedService) -> None:
         self.services.append(service)
@@ -259,22 +278,7 @@ class DevStack:
         )
 
     def _banner(self, env: dict[str, str]) -> None:
-        base = self.http.public_url
-        lines = [
-            "",
-            "QueueCore is running.",
-            f"  Dashboard:  {base}{DASHBOARD_PATH}   (sign up there, or sign in)",
-            f"  API:        {base}/v1",
-            f"  API docs:   {base}/schema",
-            f"  Health:     {base}/readyz",
-            f"  Data:       {self.dev.data_dir}   (logs in {self.logs})",
-            "",
-            "Get an API key: create one on the dashboard, or from the command line:",
-            f"  {PREFIX}DATABASE_URL={env[PREFIX + 'DATABASE_URL']} \\",
-            "    queuecore tenants create-org --name 'Acme' --email you@example.com",
-            "",
-            "Press Ctrl-C to stop.",
-        ]
+        lines = banner_lines(self.dev, self.http, env, self.mail_sink is not None)
         print("\n".join(lines), flush=True)
 
     def _watch(self) -> int:
@@ -329,7 +333,84 @@ class DevStack:
                 proc.wait(5)
         for service in reversed(self.services):
             service.stop()
+        if self.mail_sink is not None:
+            self.mail_sink.stop()
         print("queuecore dev: stopped", flush=True)
+
+
+def queuecore_command() -> str:
+    """How to run this installation's ``queuecore`` from the current directory
+    (``.venv/bin/queuecore`` from a clone's root), so printed commands work without an activated
+    virtual environment."""
+    script, here = Path(sys.executable).parent / "queuecore", Path.cwd()
+    return str(script.relative_to(here)) if script.is_relative_to(here) else str(script)
+
+
+def banner_lines(
+    dev: DevStackSettings, http: HttpSettings, env: dict[str, str], sink: bool = True
+) -> list[str]:
+    """What ``queuecore dev`` prints once everything is up: where each part is, the ports'
+    settings, and commands that run as printed."""
+    base, cli = http.public_url, queuecore_command()
+    database = env[PREFIX + "DATABASE_URL"]
+    objects = env[PREFIX + "OBJECT_STORE_URL"]
+    endpoint = env.get(PREFIX + "S3_ENDPOINT_URL", "AWS")
+    mail = (
+        f"SMTP sink on port {dev.smtp_port}: invitations and password resets are printed here "
+        f"and kept in {dev.data_dir / 'mail'}"
+        if sink
+        else f"sent through {env[PREFIX + 'SMTP_HOST']} (QUEUECORE_SMTP_HOST)"
+    )
+    return [
+        "",
+        "QueueCore is running.",
+        f"  Dashboard:  {base}{DASHBOARD_PATH}   (sign up there, or sign in)",
+        f"  API:        {base}/v1",
+        f"  API docs:   {base}/schema",
+        f"  Health:     {base}/readyz",
+        *_kafka_lines(env),
+        f"  PostgreSQL: {database}",
+        f"  S3:         endpoint {endpoint}, bucket {urlsplit(objects).netloc} ({objects})",
+        f"  Redis:      {env[PREFIX + 'REDIS_URL']}",
+        f"  Mail:       {mail}",
+        f"  Data:       {dev.data_dir}   (logs in {dev.data_dir / 'logs'})",
+        "",
+        "Ports (set these before `make dev` to move them):",
+        f"  {PREFIX}HTTP_PORT={http.port} {PREFIX}DEV_POSTGRES_PORT={dev.postgres_port} "
+        f"{PREFIX}DEV_REDIS_PORT={dev.redis_port}",
+        f"  {PREFIX}KAFKA_PORT={env.get(PREFIX + 'KAFKA_PORT', '0')} (0: no Kafka listener)",
+        f"  {PREFIX}DEV_S3_PORT={dev.s3_port} (and the 7 after it) "
+        f"{PREFIX}DEV_SMTP_PORT={dev.smtp_port}",
+        "",
+        "Get an API key: create one on the dashboard, or from the command line (it prints the",
+        "owner's dashboard password and one key per environment):",
+        f"  {PREFIX}DATABASE_URL={database} \\",
+        f"    {cli} tenants create-org --name Acme --email you@example.com",
+        "",
+        "Run a Spark job by hand against this stack:",
+        f"  {PREFIX}DATABASE_URL={database} {PREFIX}OBJECT_STORE_URL={objects} \\",
+        f"    {PREFIX}S3_ENDPOINT_URL={endpoint} {cli} spark compaction",
+        "",
+        "Press Ctrl-C to stop.",
+    ]
+
+
+def _kafka_lines(env: dict[str, str]) -> list[str]:
+    """Where Kafka clients connect, when the listener is on."""
+    port = env.get(PREFIX + "KAFKA_PORT", "0")
+    if port == "0":
+        return []
+    return [
+        f"  Kafka:      {HOST}:{port}   (SASL_PLAINTEXT, mechanism PLAIN: any username, an API "
+        "key as the password; docs/kafka.md)"
+    ]
+
+
+def _announce_mail(mail: ReceivedMail) -> None:
+    """Print a message the sink received: to whom, its subject and its links."""
+    lines = [f"queuecore dev: mail to {', '.join(mail.recipients)}: {mail.subject}"]
+    lines += [f"    {link}" for link in mail.links]
+    print("\n".join(lines), flush=True)
 
 
 def _say(line: str) -> None:

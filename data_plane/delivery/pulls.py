@@ -1,7 +1,7 @@
 """Pulls: due redeliveries first, then fresh offsets leased as one range per partition.
 
 The common pull, with no redelivery due on the member's partitions, is ONE statement in
-autocommit mode (``qc_pull``, data_plane/sql/qc_pull.sql): one round trip to PostgreSQL, its commit included,
+autocommit mode (``qc_pull``, data_plane/delivery/functions/qc_pull.sql): one round trip to PostgreSQL, its commit included,
 and the messages are read after it. A pull with redeliveries due is one transaction as before:
 the state, the redeliveries and fresh offsets planned and read here, the leases with the commit.
 """
@@ -20,6 +20,7 @@ from psycopg import AsyncCursor
 from psycopg.rows import DictRow
 
 from core.db import autocommit
+from data_plane.delivery import queries as q
 from data_plane.delivery.leases import new_lease_id, range_ack_ids
 from data_plane.delivery.model import Conn, Delivery, GroupRef, Pulled
 from data_plane.delivery.store import (
@@ -29,7 +30,6 @@ from data_plane.delivery.store import (
     messages_at,
     new_ack_id,
 )
-from data_plane.groups import queries as q
 from data_plane.groups.service import GroupTopicNotFound, MemberNotFound
 from data_plane.read.reader import BlockRow, SegmentReader
 from data_plane.write.segment import Message
@@ -66,7 +66,7 @@ async def _pull(
 ) -> Pulled:
     """Lease up to ``max_messages`` messages to a member, and commit.
 
-    One statement (``qc_pull``, data_plane/sql/qc_pull.sql) touches the member (with the group's current
+    One statement (``qc_pull``, data_plane/delivery/functions/qc_pull.sql) touches the member (with the group's current
     settings), locks its partitions in partition order, reads its in-flight count and due work,
     selects the index rows of the fresh offsets and, when none of its partitions has redelivery
     work due, leases those offsets, one range per partition, and commits: one round trip. The
@@ -122,7 +122,7 @@ def _pull_params(ref: GroupRef, member_id: str, limit: int, lease_ids: list[str]
 
 
 async def _found(cursor: AsyncCursor[DictRow]) -> dict[str, Any]:
-    """``qc_pull``'s result (see data_plane/sql/qc_pull.sql for its shape)."""
+    """``qc_pull``'s result (see data_plane/delivery/functions/qc_pull.sql for its shape)."""
     row = await cursor.fetchone()
     assert row is not None
     found: dict[str, Any] = row["pulled"]

@@ -17,7 +17,7 @@ from litestar import Request, get
 from litestar.params import FromPath
 from litestar.testing import TestClient
 
-from control_plane.resources import resources_of
+from control_plane.edge.resources import resources_of
 from core.db import Conn
 from tests.support.services import Services
 

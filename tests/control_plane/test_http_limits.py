@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from control_plane.http_limits import HEAD_TIMEOUT_S
+from control_plane.edge.http_limits import HEAD_TIMEOUT_S
 from infra.embedded import free_port_block
 from tests.support.processes import http_status, queuecore, stop, wait_for
 from tests.support.services import Services

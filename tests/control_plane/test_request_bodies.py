@@ -16,7 +16,7 @@ from urllib.parse import urlencode, urlsplit
 import pytest
 from litestar.testing import TestClient
 
-from control_plane.bodies import FORM_MAX_FIELDS, SIGN_IN_FORM_MAX_BYTES
+from control_plane.edge.bodies import FORM_MAX_FIELDS, SIGN_IN_FORM_MAX_BYTES
 from tenants.models import NewOrganisation
 from tests.support.services import Services
 from tests.support.tenancy import bearer, new_organisation

@@ -40,7 +40,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from control_plane.openapi_rules import PARAMETERS
+from control_plane.edge.openapi_rules import PARAMETERS
 from tenants import service as tenants
 from tenants.login_throttle import KEY_PREFIX
 from tests.support.services import Services

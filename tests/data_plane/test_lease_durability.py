@@ -21,8 +21,9 @@ import pytest
 
 from core import settings
 from core.db import Conn, async_pool
+from core.settings import DataPlaneSettings
 from data_plane.groups import service as groups
-from data_plane.runtime import DataPlane
+from data_plane.service import DataPlane, Scope
 from data_plane.topics import service as topic_service
 from infra.embedded import EmbeddedPostgres
 from observability.object_store import metered_store
@@ -67,24 +68,23 @@ def test_what_a_member_received_before_a_crash_comes_back_as_a_later_attempt(
         return (await groups.join(conn, env, "t.crash", "g", client_id="c")).member_id
 
     member = run_in_tx(postgres.url, setup)
+    caller = Scope(org.organisation.id, env)
 
     async def before_the_crash() -> list[tuple[int, int]]:
         async with data_plane(postgres.url) as plane:
             try:
                 route = await plane.publisher.topics.get(org.organisation.id, env, "t.crash")
                 await plane.writer.write(route.target, entries(5, 0, "crash"))
-                ref = await plane.group_ref(env, "t.crash", "g")
-                pulled = await plane.pull(env, ref, member, 5)
+                pulled = await plane.pull(caller, "t.crash", "g", member, 5)
                 return [(d.offset, d.attempt) for d in pulled.deliveries]
             finally:
                 crash(postgres)  # before anything else commits and flushes the WAL
 
     async def after_the_crash() -> list[tuple[int, int]]:
         async with data_plane(postgres.url) as plane:
-            ref = await plane.group_ref(env, "t.crash", "g")
             received: list[tuple[int, int]] = []
             for _ in range(20):  # the leases expire after the ack timeout
-                pulled = await plane.pull(env, ref, member, 5)
+                pulled = await plane.pull(caller, "t.crash", "g", member, 5)
                 received += [(d.offset, d.attempt) for d in pulled.deliveries]
                 if len(received) >= 5:
                     break
@@ -103,7 +103,8 @@ async def data_plane(url: str) -> AsyncIterator[DataPlane]:
     """A running data plane on ``url``, as an API process has one."""
     pool = async_pool(dataclasses.replace(settings.database(), url=url), "test-leases")
     await pool.open(wait=True)
-    plane = DataPlane(pool, metered_store(settings.object_store()), url)
+    config = dataclasses.replace(DataPlaneSettings.from_env(), database_url=url)
+    plane = DataPlane(pool, metered_store(settings.object_store()), config)
     await plane.start()
     try:
         yield plane

@@ -47,6 +47,7 @@ class Config:
 
     seed: int = 13
     producers: int = 4
+    kafka_producers: int = 2  # aiokafka producers (tests/faults/kafka_producers.py)
     min_ops: int = 0  # producers go on after the fault period until this many are recorded
     request_timeout_s: float = 20.0  # above the server's bound: the checker times answers
     batch_ratio: float = 0.3
@@ -67,6 +68,7 @@ class Workload:
     lookup: str | None = None
     lag: dict[str, int] = field(default_factory=dict)
     clients: list[httpx.AsyncClient] = field(default_factory=list)
+    bootstraps: list[str] = field(default_factory=list)  # each replica's Kafka listener
 
     # ---- plumbing -------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ import httpx
 import psutil
 import pytest
 
-from control_plane.health import CHECK_TIMEOUT_S
+from control_plane.edge.health import CHECK_TIMEOUT_S
 from infra.embedded import EmbeddedPostgres, free_port_block
 from tests.faults.cluster import signal_tree
 from tests.support.processes import http_status, queuecore, stop, wait_for

@@ -64,6 +64,8 @@ class AsyncMessage:
     _consumer: AsyncConsumer = field(repr=False)
     _member_id: str = field(repr=False)
     _settled: bool = field(default=False, repr=False)
+    #: ``"base64"`` when ``data`` is the base64 of a non-JSON value a Kafka client produced.
+    encoding: str | None = None
 
     @classmethod
     def from_wire(
@@ -83,6 +85,7 @@ class AsyncMessage:
             body["ackId"],
             consumer,
             member_id,
+            encoding=body.get("encoding"),
         )
 
     @property

@@ -91,6 +91,7 @@ interface WireMessage {
   timestamp: string;
   attempt: number;
   ackId: string;
+  encoding?: string;
 }
 
 /** A message leased to this consumer: settle it with `ack()` or `nack()`. */
@@ -106,6 +107,8 @@ export class Message<T = unknown> {
   /** 1 on first delivery, then one more per redelivery. */
   readonly attempt: number;
   readonly ackId: string;
+  /** `"base64"` when `data` is the base64 of a non-JSON value a Kafka client produced; else null. */
+  readonly encoding: string | null;
   /** The member this message was leased to. */
   readonly memberId: string;
   private done = false;
@@ -125,6 +128,7 @@ export class Message<T = unknown> {
     this.timestamp = wire.timestamp;
     this.attempt = wire.attempt;
     this.ackId = wire.ackId;
+    this.encoding = wire.encoding ?? null;
     this.memberId = memberId;
   }
 
