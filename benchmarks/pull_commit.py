@@ -29,11 +29,11 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
 
 from data_plane.delivery import group_ref
+from data_plane.delivery import queries as q
 from data_plane.delivery.leases import new_lease_id
-from data_plane.groups import queries as q
 from data_plane.groups import service as groups
-from data_plane.topics import queries as topic_q
 from data_plane.topics import service as topics
+from data_plane.write import queries as write_q
 from infra import migrate
 from infra.embedded import EmbeddedPostgres, free_port_block
 from tenants import service as tenants
@@ -51,7 +51,7 @@ async def backlog(url: str, topic_id: str, messages: int) -> None:
                 (topic_id, p, BLOCK, 0, 1000, 0, 0) for p in range(PARTITIONS)
             ]  # count, byte offset, byte length, min and max timestamps
             await conn.execute(
-                topic_q.COMMIT_FLUSH,
+                write_q.COMMIT_FLUSH,
                 {
                     "object_key": f"bench/{uuid.uuid4().hex}-{first}",
                     "size_bytes": 1000 * PARTITIONS,
