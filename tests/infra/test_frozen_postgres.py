@@ -12,10 +12,12 @@ the client's bounds (``core.db``) can end these waits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime
 import secrets
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,12 @@ import pytest
 
 from control_plane.edge.health import CHECK_TIMEOUT_S
 from infra.embedded import EmbeddedPostgres, free_port_block
+from kafka_protocol import wire
+from kafka_protocol.session import RECHECK_KEY_S
+from kafka_protocol.versions import Api
+from tenants.authn import CACHE_TTL_S
 from tests.faults.cluster import signal_tree
+from tests.kafka_protocol.raw import RawClient, batch_of
 from tests.support.processes import http_status, queuecore, stop, wait_for
 from tests.support.services import Services, dedicated_postgres
 from tests.support.tenancy import bearer, new_organisation
@@ -37,6 +44,7 @@ STATEMENT_MS, REQUEST_MS, RESOLVE_MS = 1_000, 2_500, 1_000
 BOUND_S = (REQUEST_MS + RESOLVE_MS) / 1000 + 1.5  # the documented bound, plus a loaded machine
 FREEZE_S = BOUND_S + 3.0  # a request that waits for the thaw fails the bound
 POOL_MAX = 4
+KAFKA_BOUND_S = REQUEST_MS / 1000 + 1.5  # a request that publishes nothing
 
 
 @dataclass
@@ -47,6 +55,7 @@ class Frozen:
     url: str
     key: str
     topic: str
+    bootstrap: str  # its Kafka listener
 
     def backends(self) -> int:
         """PostgreSQL's processes (postmaster children: backends and auxiliaries)."""
@@ -74,8 +83,9 @@ def frozen(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iter
 def _serving(services: Services, postgres: EmbeddedPostgres, root: Path) -> Iterator[Frozen]:
     """The API on ``postgres``, with a topic; PostgreSQL let run again whatever happens."""
     org = new_organisation(postgres.url, tier="pro")
-    port = free_port_block()
+    port, kafka_port = free_port_block(), free_port_block()
     env = services.env() | {
+        "QUEUECORE_KAFKA_PORT": str(kafka_port),
         "QUEUECORE_DATABASE_URL": postgres.url,
         "QUEUECORE_HTTP_PORT": str(port),
         "QUEUECORE_DATABASE_STATEMENT_TIMEOUT_MS": str(STATEMENT_MS),
@@ -92,7 +102,7 @@ def _serving(services: Services, postgres: EmbeddedPostgres, root: Path) -> Iter
         topic = f"frozen-{secrets.token_hex(3)}"
         with httpx.Client(base_url=url, headers=bearer(key), timeout=30) as http:
             assert http.post("/v1/topics", json={"name": topic}).status_code == 201
-        yield Frozen(postgres, url, key, topic)
+        yield Frozen(postgres, url, key, topic, f"127.0.0.1:{kafka_port}")
     finally:
         if postgres.process is not None:
             signal_tree(postgres.process, signal.SIGCONT)
@@ -184,6 +194,84 @@ def test_every_request_is_bounded_while_postgres_is_frozen(frozen: Frozen) -> No
         assert answer.body["error"]["status"] == 503 and answer.body["error"]["requestId"]
 
     _after_the_thaw(frozen, base, answers, before)
+
+
+def test_kafka_requests_are_bounded_while_postgres_is_frozen(frozen: Frozen) -> None:
+    """The Kafka listener's requests wait on PostgreSQL under the same bound as HTTP requests:
+    a produce or a fetch answers a retriable error code (never UNKNOWN_SERVER_ERROR), and a key
+    that cannot be checked (SASL, or the periodic revocation check) ends the connection for the
+    client to retry, all in time, never after the whole freeze. After the thaw it works again."""
+    producer, fetcher = _kafka_client(frozen), _kafka_client(frozen)
+    try:
+        assert producer.produce(frozen.topic, 0, batch_of([b'"warm"']))[1].error_code == 0
+        frozen.freeze()
+        try:
+            produced = _kafka_timed(
+                lambda: producer.produce(frozen.topic, 0, batch_of([b'"frozen"']))[1]
+            )
+            fetched = _kafka_timed(lambda: _fetch(fetcher, frozen.topic))
+            time.sleep(RECHECK_KEY_S + CACHE_TTL_S)  # keys are checked again, not from a cache
+            rechecked = _kafka_timed(lambda: _fetch(fetcher, frozen.topic))
+            login = _kafka_timed(lambda: _kafka_client(frozen))
+        finally:
+            frozen.thaw()
+    finally:
+        producer.close()
+        fetcher.close()
+    assert produced.elapsed_s <= BOUND_S and produced.status in (7, 56), produced
+    for answer in (fetched, rechecked, login):  # no publish: no wait for a commit's outcome
+        assert answer.elapsed_s <= KAFKA_BOUND_S, answer
+    assert fetched.status in (56, None), fetched  # KAFKA_STORAGE_ERROR, or the key recheck
+    assert (rechecked.status, login.status) == (None, None), (rechecked, login)
+    deadline = time.monotonic() + 15
+    while True:
+        with contextlib.suppress(ConnectionError, AssertionError):
+            raw = _kafka_client(frozen)
+            code = raw.produce(frozen.topic, 0, batch_of([b'"thawed"']))[1].error_code
+            raw.close()
+            if code == 0:
+                break
+        assert time.monotonic() < deadline, "no produce succeeded after the thaw"
+        time.sleep(0.2)
+
+
+def _kafka_client(frozen: Frozen) -> RawClient:
+    """A connection to the Kafka listener, authenticated."""
+    raw = RawClient(frozen.bootstrap, timeout_s=FREEZE_S * 3)
+    assert raw.login(frozen.key).error_code == 0
+    return raw
+
+
+def _kafka_timed(call: Callable[[], Any]) -> Answer:
+    """A Kafka call: its error code (None: the server closed the connection) and how long."""
+    started = time.monotonic()
+    try:
+        result = call()
+    except (ConnectionError, OSError) as exc:
+        return Answer("kafka", None, type(exc).__name__, time.monotonic() - started, None)
+    code = getattr(result, "error_code", 0)
+    return Answer("kafka", code, None, time.monotonic() - started, result)
+
+
+def _fetch(raw: RawClient, topic: str) -> Any:
+    """One Fetch (v4) of partition 0 from offset 0, up to 3 s for a byte; its partition's
+    answer."""
+    cls = wire.request_type(Api.FETCH, 4)
+    partition = wire.entity(
+        wire.nested(cls, "FetchPartition"), partition=0, fetch_offset=0, partition_max_bytes=1 << 20
+    )
+    fetch_topic = wire.entity(wire.nested(cls, "FetchTopic"), topic=topic, partitions=(partition,))
+    response = raw.request(
+        Api.FETCH,
+        4,
+        replica_id=-1,
+        max_wait=datetime.timedelta(seconds=3),
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        topics=(fetch_topic,),
+    )
+    return response.responses[0].partitions[0]
 
 
 def _after_the_thaw(frozen: Frozen, base: str, answers: list[Answer], before: int) -> None:
