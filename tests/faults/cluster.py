@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -153,6 +154,16 @@ def signal_tree(root: subprocess.Popen[bytes], sig: int) -> int:
     return reached
 
 
+def client_backends(postmaster: subprocess.Popen[bytes]) -> int:
+    """PostgreSQL's backends serving a client connection: their title names the client's
+    address and port (``postgres: user db 127.0.0.1(53124) idle``); its own workers' do not."""
+    titles = []
+    for child in _descendants(postmaster.pid):
+        with contextlib.suppress(psutil.Error):
+            titles.append(" ".join(child.cmdline()))
+    return sum(1 for title in titles if re.search(r"\(\d+\)", title))
+
+
 def _descendants(pid: int) -> list[psutil.Process]:
     try:
         return psutil.Process(pid).children(recursive=True)
@@ -228,6 +239,7 @@ class Fault:
     duration_s: float
     restart_s: float = 0.0
     processes: int = 1  # how many processes the signal reached
+    connections: int = 0  # of those, PostgreSQL backends serving a client connection
 
 
 @dataclass
@@ -271,6 +283,7 @@ class Nemesis:
         if root is None:
             return
         fault, down_s = self._shape(kind, fault, rng)
+        connections = client_backends(root) if kind == "postgres" else 0
         started = clock()
         op = self._record(kind, target.name, fault)
         if fault == "freeze":
@@ -287,7 +300,9 @@ class Nemesis:
             restart_s = time.monotonic() - began
         if op is not None and self.recorder is not None:
             self.recorder.complete(op, OK)
-        self.done.append(Fault(f"{kind}:{target.name}", fault, started, down_s, restart_s, reached))
+        self.done.append(
+            Fault(f"{kind}:{target.name}", fault, started, down_s, restart_s, reached, connections)
+        )
 
     def _shape(self, kind: str, fault: str, rng: random.Random) -> tuple[str, float]:
         """The fault and how long it lasts: 1-4 s, but every other PostgreSQL fault, the

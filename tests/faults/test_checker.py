@@ -326,6 +326,16 @@ def test_a_slow_answer_while_an_api_replica_was_stopped_is_not_the_servers_bound
     assert names(h) == set()
 
 
+def test_a_kafka_send_is_a_client_library_call_not_one_answer() -> None:
+    h = History()
+    h.publish("alo", ["m1"], [0])
+    h.events[-2]["via"] = "kafka"  # the producer retried a retriable error on its own
+    h.events[-1]["time"] += 20
+    h.time_s += 20
+    h.final("alo", [(0, "m1", 1)])
+    assert names(h) == set()
+
+
 def test_a_long_poll_may_take_its_wait_on_top_of_the_bound() -> None:
     h = healthy()
     h.time_s += 10.5
