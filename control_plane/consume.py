@@ -15,14 +15,18 @@ from litestar.di import NamedDependency
 from litestar.params import Body, FromPath, QueryParameter
 
 from control_plane.auth import auth_context
+from control_plane.groups import LEASE_BUDGET
 from control_plane.sse import EventStream, comment, event, events, retry_field
-from core.errors import QueueCoreError
+from core.errors import QueueCoreError, ValidationFailed
 from core.wire_types import INTEGER_MAX, Int64, NonNegative64, Partition, Text
 from data_plane import delivery
 from data_plane.delivery import AckRejected, Delivery, GroupRef, Pulled
+from data_plane.groups.schemas import Window
 from data_plane.groups.service import (
     HEARTBEAT_DIVISOR,
     RETRY_DELAY_MS,
+    MemberNotFound,
+    member_window,
     parse_duration_ms,
 )
 from data_plane.read.schemas import iso_timestamp
@@ -41,6 +45,7 @@ class PullRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
 
     max_messages: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 10
     wait_ms: Annotated[int, msgspec.Meta(ge=0, le=30_000)] = 0
+    max_in_flight: Window | None = None  # sets the member's window first
 
 
 class AckRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -49,12 +54,23 @@ class AckRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     ack_ids: Annotated[list[Text], msgspec.Meta(min_length=1, max_length=10_000)]
 
 
-class NackRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
-    """``POST …/nack``: the message failed; retry later or dead-letter."""
+class NackItem(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """One failed message of a batched nack."""
 
     ack_id: Text
     error: Annotated[Text, msgspec.Meta(max_length=4096)] = ""
     retry_delay: Text | Int64 | None = None
+
+
+class NackRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """``POST …/nack``: the message failed; retry later or dead-letter.
+
+    Either one message (``ackId``, ``error``, ``retryDelay``) or up to 1,000 (``nacks``)."""
+
+    ack_id: Text | None = None
+    error: Annotated[Text, msgspec.Meta(max_length=4096)] = ""
+    retry_delay: Text | Int64 | None = None
+    nacks: Annotated[list[NackItem], msgspec.Meta(min_length=1, max_length=1000)] | None = None
 
 
 class ExtendRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -209,6 +225,8 @@ class ConsumeController(Controller):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + data.wait_ms / 1000
         ref = await data_plane.group_ref(auth_context(request).environment_id, topic, group)
+        if data.max_in_flight is not None:
+            ref = await _set_window(request, data_plane, ref, member_id, data.max_in_flight)
         # Registered before each pull, so a publish while it runs is not missed.
         pulled: Pulled | None = None
         with data_plane.listener.watch(ref.topic_id) as watch:
@@ -231,10 +249,23 @@ class ConsumeController(Controller):
         topic: FromPath[str],
         group: FromPath[str],
         member_id: FromPath[str],
+        max_in_flight: Annotated[
+            int | None,
+            QueryParameter(
+                name="maxInFlight",
+                ge=1,
+                le=100_000,
+                description="Sets the member's window first (see the join's maxInFlight).",
+            ),
+        ] = None,
     ) -> EventStream:
-        """Event ``message`` per delivery; a comment keeps idle connections open."""
+        """Event ``message`` per delivery; a comment keeps idle connections open.
+
+        The stream never holds more messages leased to its member than the member's window."""
         ref = await data_plane.group_ref(auth_context(request).environment_id, topic, group)
         env = auth_context(request).environment_id
+        if max_in_flight is not None:
+            ref = await _set_window(request, data_plane, ref, member_id, max_in_flight)
         first = await data_plane.pull(env, ref, member_id, STREAM_BATCH)
         return EventStream(_events(data_plane, env, member_id, first))
 
@@ -261,7 +292,18 @@ class ConsumeController(Controller):
         data_plane.listener.poke_full(ref.topic_id)  # a stream waiting for room pulls again
         return Response({"acked": outcome.done, "rejected": outcome.rejected}, status_code=200)
 
-    @post("/nack", summary="Reject a message: retry with backoff or dead-letter", status_code=200)
+    @post(
+        "/nack",
+        summary="Reject messages: retry with backoff or dead-letter",
+        description=(
+            "One message (`ackId`, `error`, `retryDelay`: answered `{ackId, deadLettered, "
+            "retryInMs}`, 409 `ACK_REJECTED` when its lease ended) or up to 1,000 (`nacks`: "
+            "answered `{nacked: [...], rejected: [{ackId, reason}]}`, 409 `ACK_REJECTED` with "
+            "the same fields when none could be nacked). Either way one request of the consume "
+            "budget."
+        ),
+        status_code=200,
+    )
     async def nack(
         self,
         request: Request[Any, Any, Any],
@@ -269,22 +311,30 @@ class ConsumeController(Controller):
         topic: FromPath[str],
         group: FromPath[str],
         data: Annotated[NackRequest, Body()],
-    ) -> dict[str, Any]:
+    ) -> Response[dict[str, Any]]:
         """The retry waits ``retryDelay · 2^(attempt-1)``."""
-        delay = (
-            None
-            if data.retry_delay is None
-            else parse_duration_ms(data.retry_delay, "retryDelay", RETRY_DELAY_MS)
-        )
+        items = _nack_items(data)
         async with group_session(request, data_plane, topic, group) as (conn, ref):
-            nacked = await delivery.nack(
-                conn, data_plane.reader, ref, data.ack_id, data.error, delay
-            )
+            if data.nacks is None:
+                nacked = await delivery.nack(conn, data_plane.reader, ref, *items[0])
+            else:
+                done, rejected = await delivery.nack_many(conn, data_plane.reader, ref, items)
         # Its streams pull again: room was made, and the retry's due time is a new wake-up.
         data_plane.listener.poke({ref.topic_id})
-        return nacked
+        if data.nacks is None:
+            return Response(nacked, status_code=200)
+        if not done:
+            body = {"nacked": [], "rejected": rejected}  # beside "error", as for acks
+            raise AckRejected(rejected[0]["reason"], body=body)
+        return Response({"nacked": done, "rejected": rejected}, status_code=200)
 
-    @post("/extend", summary="Extend leases", status_code=200)
+    @post(
+        "/extend",
+        summary="Extend leases",
+        description=LEASE_BUDGET,
+        status_code=200,
+        opt={"rate": "lease"},
+    )
     async def extend(
         self,
         request: Request[Any, Any, Any],
@@ -397,6 +447,44 @@ async def _events(
             if not pulled.deliveries:
                 yield comment("keepalive")
     yield _error_event("SERVICE_UNAVAILABLE", "server shutting down, reconnect")
+
+
+def _nack_items(data: NackRequest) -> list[tuple[str, str, int | None]]:
+    """``(ackId, error, retry delay ms)`` of each message of a nack request."""
+    if (data.ack_id is None) == (data.nacks is None):
+        raise ValidationFailed("give either ackId or nacks", field="ackId")
+    if data.nacks is None:
+        assert data.ack_id is not None
+        return [(data.ack_id, data.error, _delay_ms(data.retry_delay, "retryDelay"))]
+    return [
+        (n.ack_id, n.error, _delay_ms(n.retry_delay, f"nacks[{i}].retryDelay"))
+        for i, n in enumerate(data.nacks)
+    ]
+
+
+def _delay_ms(value: str | int | None, field: str) -> int | None:
+    return None if value is None else parse_duration_ms(value, field, RETRY_DELAY_MS)
+
+
+async def _set_window(
+    request: Request[Any, Any, Any],
+    data_plane: DataPlane,
+    ref: GroupRef,
+    member_id: str,
+    window: int,
+) -> GroupRef:
+    """Set the member's window before its pull or stream; the group looked up again if needed."""
+    env = auth_context(request).environment_id
+    async with data_plane.db.connection() as conn:
+        try:
+            await member_window(conn, ref.id, member_id, window)
+        except MemberNotFound:
+            fresh = await data_plane.fresh_ref(conn, env, ref)
+            if fresh.id == ref.id:
+                raise
+            await member_window(conn, fresh.id, member_id, window)
+            return fresh
+    return ref
 
 
 def _error_event(code: str, message: str) -> bytes:

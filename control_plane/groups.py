@@ -14,6 +14,7 @@ from data_plane.groups.schemas import (
     GroupConfigRequest,
     GroupSummary,
     GroupView,
+    HeartbeatRequest,
     HeartbeatResponse,
     JoinRequest,
     JoinResponse,
@@ -21,6 +22,12 @@ from data_plane.groups.schemas import (
     PartitionState,
 )
 from data_plane.runtime import DataPlane
+
+# How heartbeats and extends are counted (docs/consumer-groups.md, "A consumer's budget").
+LEASE_BUDGET = (
+    "Counts against the key's lease budget (as many requests per second as its consume "
+    "budget, counted apart), not against the consume budget meant for pulls, acks and nacks."
+)
 
 
 def _config(data: GroupConfigRequest) -> groups.GroupConfig:
@@ -188,6 +195,7 @@ class GroupsController(Controller):
                 data.member_id,
                 data.client_id,
                 timeout,
+                data.max_in_flight,
             )
         return JoinResponse(
             result.member_id,
@@ -195,9 +203,18 @@ class GroupsController(Controller):
             result.assignments,
             result.heartbeat_interval_ms,
             result.session_timeout_ms,
+            result.max_in_flight,
+            result.ack_timeout_ms,
+            result.delivery,
         )
 
-    @post("/{group:str}/members/{member_id:str}/heartbeat", summary="Heartbeat", status_code=200)
+    @post(
+        "/{group:str}/members/{member_id:str}/heartbeat",
+        summary="Heartbeat",
+        description=LEASE_BUDGET,
+        status_code=200,
+        opt={"rate": "lease"},
+    )
     async def heartbeat(
         self,
         request: Request[Any, Any, Any],
@@ -205,13 +222,15 @@ class GroupsController(Controller):
         topic: FromPath[str],
         group: FromPath[str],
         member_id: FromPath[str],
+        data: Annotated[HeartbeatRequest | None, Body()] = None,
     ) -> HeartbeatResponse:
-        """``shouldRejoin`` when the group's generation moved on."""
+        """``shouldRejoin`` when the group's generation moved on; ``maxInFlight`` sets its window."""
+        window = None if data is None else data.max_in_flight
         async with data_plane.db.connection() as conn:
             result = await groups.heartbeat(
-                conn, auth_context(request).environment_id, topic, group, member_id
+                conn, auth_context(request).environment_id, topic, group, member_id, window
             )
-        return HeartbeatResponse(result.generation, result.should_rejoin)
+        return HeartbeatResponse(result.generation, result.should_rejoin, result.ack_timeout_ms)
 
     @delete("/{group:str}/members/{member_id:str}", summary="Leave a consumer group")
     async def leave(

@@ -49,8 +49,8 @@ LEASE_S = 0.1
 PREFETCH_SHARE = 20
 MAX_RESERVE = 1000  # slots per reservation (the script adds them 200 per ZADD)
 
-# KEYS[1] the organisation's limits ("publish consume admin"), KEYS[2] this key's window (zset).
-# ARGV: category index (1-3), window ms, unique member prefix, limits to store on a miss ('' =
+# KEYS[1] the organisation's limits ("publish consume admin lease"), KEYS[2] this key's window
+# (zset). ARGV: category index (1-4), window ms, unique member prefix, limits to store on a miss ('' =
 # report the miss as -1), limits TTL s, slots wanted. Adds as many of the wanted slots as fit
 # under the limit; returns {granted, limit, remaining, reset_ms}.
 SLIDING_WINDOW_LUA = """
@@ -137,8 +137,10 @@ class RateLimitExceeded(ClientError):
 
 
 def limits_key(organisation_id: str) -> str:
-    """Redis key of an organisation's rates (hash-tagged so one script may touch both keys)."""
-    return f"{KEY_PREFIX}:{{{organisation_id}}}:limits"
+    """Redis key of an organisation's rates (hash-tagged so one script may touch both keys).
+
+    Versioned by the number of categories: a replica that knows fewer keeps its own key."""
+    return f"{KEY_PREFIX}:{{{organisation_id}}}:limits:{len(CATEGORIES)}"
 
 
 def window_key(organisation_id: str, key_id: str, category: str) -> str:

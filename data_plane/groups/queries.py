@@ -101,8 +101,23 @@ WHERE group_id = %(group_id)s ORDER BY id
 """
 
 INSERT_MEMBER = """
-INSERT INTO group_members (id, group_id, client_id, session_timeout_ms, generation)
-VALUES (%(id)s, %(group_id)s, %(client_id)s, %(session_timeout_ms)s, %(generation)s)
+INSERT INTO group_members (id, group_id, client_id, session_timeout_ms, generation, max_in_flight)
+VALUES (%(id)s, %(group_id)s, %(client_id)s, %(session_timeout_ms)s, %(generation)s, %(max_in_flight)s)
+"""
+
+# A member's own window (NULL: the group's maxInFlight); returns the member's effective window.
+SET_MEMBER_WINDOW = """
+UPDATE group_members m SET max_in_flight = %(max_in_flight)s
+FROM consumer_groups g
+WHERE m.id = %(id)s AND m.group_id = %(group_id)s AND g.id = m.group_id
+RETURNING least(g.max_in_flight, coalesce(m.max_in_flight, g.max_in_flight)) AS window
+"""
+
+# The member's effective window: the smaller of the group's maxInFlight and its own.
+MEMBER_WINDOW = """
+SELECT least(g.max_in_flight, coalesce(m.max_in_flight, g.max_in_flight)) AS window
+FROM group_members m JOIN consumer_groups g ON g.id = m.group_id
+WHERE m.id = %(id)s AND m.group_id = %(group_id)s
 """
 
 TOUCH_MEMBER = """

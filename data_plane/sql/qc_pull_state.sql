@@ -8,6 +8,7 @@
 --
 -- The steps, in their old order:
 --   1. touch the member (a pull counts as a heartbeat), with the group's current settings;
+--      max_in_flight is the member's window: the smaller of the group's and the member's own;
 --   2. lock the member's partitions in partition order, the order acks and removals use;
 --   3. read its in-flight count, the partitions with redelivery work due, and the next wakeup;
 --   4. read the index rows of the blocks holding each owned partition's next p_limit offsets.
@@ -46,7 +47,8 @@ BEGIN
     WHERE m.id = p_member_id AND m.group_id = p_group_id AND g.id = m.group_id
     RETURNING jsonb_build_object(
         'active', t.status = 'active', 'ack_timeout_ms', g.ack_timeout_ms,
-        'max_in_flight', g.max_in_flight, 'max_retries', g.max_retries,
+        'max_in_flight', least(g.max_in_flight, coalesce(m.max_in_flight, g.max_in_flight)),
+        'max_retries', g.max_retries,
         'retry_delay_ms', g.retry_delay_ms, 'session_timeout_ms', m.session_timeout_ms)
     INTO v_settings;
     IF v_settings IS NULL OR NOT (v_settings->>'active')::boolean THEN
