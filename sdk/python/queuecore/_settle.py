@@ -116,6 +116,8 @@ class Settler:
     async def flush(self, paced: bool = False) -> None:
         """Send everything queued now (after the request in flight, if any)."""
         async with self._lock:
+            if not (self.pending or self._refused):
+                return
             if paced:
                 wait_s = self._last_start + MIN_INTERVAL_S - asyncio.get_running_loop().time()
                 if wait_s > 0:
@@ -139,6 +141,8 @@ class Settler:
             await asyncio.wait(set(self._flushes))
 
     def _schedule(self, delay_s: float) -> None:
+        if self._flushes:
+            return  # a flush is on its way: its end schedules the next for what is left
         loop = asyncio.get_running_loop()
         if self._timer is not None:
             if delay_s > 0 or self._timer.when() <= loop.time():
@@ -154,7 +158,11 @@ class Settler:
 
     def _flushed(self, task: asyncio.Task[None]) -> None:
         self._flushes.discard(task)
-        if not task.cancelled() and task.exception() is None and self.pending:
+        if task.cancelled() or task.exception() is not None:
+            return
+        if self._extends or self._urgent(len(self._acks)):
+            self._schedule(0)
+        elif self.pending or self._refused:
             self._schedule(ACK_LINGER_S)
 
     # --- requests ------------------------------------------------------------------------------
