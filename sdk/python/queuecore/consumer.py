@@ -454,8 +454,11 @@ class AsyncConsumer(MembershipMixin):
         await _wait_for_event(self._mach.stopping, backoff_s(min(self._failures, 4)))
 
     async def _dispatch(self, handler: Callback, message: AsyncMessage) -> None:
+        """Run the handler; a raise nacks the message, a return without settling lets it go."""
         try:
             await _call(handler, message)
+            if not message.settled:
+                self._mach.holdings.release(message)  # no longer kept: back after its lease
         except Exception as exc:
             await self._emit("error", exc)
             if not message.settled:

@@ -57,21 +57,20 @@ const OPS = {
   publish: (pq, a) => pq.publish(a.topic, a.data, { key: a.key, idempotencyKey: a.idempotencyKey }),
   publishBatch: (pq, a) => pq.publishBatch(a.topic, a.messages.map((m) => QueueCore.message(m))),
   consume,
-  'dlq.inspect': (pq, a) => pq.dlq.inspect(a.topic, { group: a.group, limit: a.limit }),
-  'dlq.replay': async (pq, a) => ({ replayed: await pq.dlq.replay(a.topic, a.group, { messageId: a.messageId }) }),
+  'dlq.inspect': (pq, a) => pq.dlq.inspect(a.topic, a.group, { limit: a.limit }),
+  'dlq.replay': async (pq, a) => ({ replayed: await pq.dlq.replay(a.topic, a.group, a.messageId) }),
   'dlq.replayAll': async (pq, a) => ({ replayed: await pq.dlq.replayAll(a.topic, a.group) }),
-  'offsets.get': (pq, a) => pq.offsets.get(a.topic, { group: a.group, partition: a.partition }),
-  'offsets.seek': (pq, a) => pq.offsets.seek(a.topic, { group: a.group, partition: a.partition, offset: a.offset }),
-  'offsets.reset': (pq, a) => pq.offsets.reset(a.topic, { group: a.group, to: a.to }),
+  'offsets.get': (pq, a) => pq.offsets.get(a.topic, a.group, a.partition),
+  'offsets.seek': (pq, a) => pq.offsets.seek(a.topic, a.group, a.partition, a.offset),
+  'offsets.reset': (pq, a) => pq.offsets.reset(a.topic, a.group, a.to),
   'groups.list': (pq, a) => pq.consumerGroups.list(a.topic),
   'groups.describe': (pq, a) => pq.consumerGroups.describe(a.topic, a.group),
-  'groups.reset': (pq, a) => pq.consumerGroups.resetOffsets(a.topic, a.group, { to: a.to }),
+  'groups.reset': (pq, a) => pq.consumerGroups.resetOffsets(a.topic, a.group, a.to),
 };
 
 /** The `consume` op: handle `count` deliveries with their actions, stop, report them and the events. */
 async function consume(pq, a) {
-  const consumer = pq.consume(a.topic, {
-    group: a.group,
+  const consumer = pq.consume(a.topic, a.group, {
     mode: a.mode,
     startFrom: a.startFrom,
     deadLetter: a.deadLetter,
@@ -85,12 +84,12 @@ async function consume(pq, a) {
   consumer.on('message', async (msg) => {
     if (handled.length >= a.count) return;
     const action = a.actions[Math.min(handled.length, a.actions.length - 1)];
-    const entry = { messageId: msg.id, topic: msg.topic, partition: msg.partition, offset: msg.offset, data: msg.data, key: msg.key, attempt: msg.attempt };
+    const entry = { messageId: msg.messageId, topic: msg.topic, partition: msg.partition, offset: msg.offset, data: msg.data, key: msg.key, attempt: msg.attempt };
     handled.push(entry);
     if (action === 'ack') await msg.ack();
     else if (action === 'nack') await msg.nack(a.error);
     else if (action === 'extend+ack') {
-      entry.extended = await msg.extend(30);
+      entry.extended = await msg.extend(30_000);
       await msg.ack();
     }
     if (handled.length === a.count) done();
