@@ -458,7 +458,7 @@ func (r *consumeRun) handle(ctx context.Context, msg *queuecore.Message) error {
 		action = r.actions[index]
 	}
 	entry := map[string]any{
-		"messageId": msg.ID, "topic": msg.Topic, "partition": msg.Partition, "offset": msg.Offset,
+		"messageId": msg.MessageID, "topic": msg.Topic, "partition": msg.Partition, "offset": msg.Offset,
 		"data": msg.Data, "key": msg.Key, "attempt": msg.Attempt,
 	}
 	r.mu.Unlock()
