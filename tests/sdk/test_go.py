@@ -73,8 +73,17 @@ def test_go_vet_finds_nothing() -> None:
     run_go(["vet", "./..."], go_env(), 300)
 
 
-def test_go_sdk_tests_pass_against_the_api(api: str, go_org: NewOrganisation) -> None:
-    env = go_env({"QUEUECORE_URL": api, "QUEUECORE_API_KEY": go_org.keys["production"].secret})
+def test_go_sdk_tests_pass_against_the_api(
+    api: str, go_org: NewOrganisation, services: Services
+) -> None:
+    developer = new_organisation(services.database_url, tier="developer")
+    env = go_env(
+        {
+            "QUEUECORE_URL": api,
+            "QUEUECORE_API_KEY": go_org.keys["production"].secret,
+            "QUEUECORE_DEVELOPER_API_KEY": developer.keys["production"].secret,
+        }
+    )
     run_go(
         ["test", "-count=1", f"-timeout={GO_TEST_TIMEOUT_S}s", "./..."], env, GO_TEST_TIMEOUT_S + 60
     )
