@@ -41,7 +41,7 @@ async def py_publish(url: str, key: str, topic: str, o: dict[str, Any]) -> dict[
     """``asyncio.gather`` of N ``await pq.publish(...)``."""
     requests = 0
 
-    def count(request: httpx.Request) -> None:
+    async def count(request: httpx.Request) -> None:
         nonlocal requests
         requests += request.url.path.endswith(("/messages", "/messages/batch"))
 

@@ -213,7 +213,7 @@ func ExampleOffsets() {
 			log.Fatal(err)
 		}
 	}
-	_, err = pq.Groups.Configure(ctx, "ledger", "audit", queuecore.GroupSettings{StartFrom: "earliest"})
+	_, err = pq.ConsumerGroups.Configure(ctx, "ledger", "audit", queuecore.GroupSettings{StartFrom: "earliest"})
 	if err != nil {
 		log.Fatal(err)
 	}
