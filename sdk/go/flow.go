@@ -26,6 +26,8 @@ const (
 	leaseSafety  = 250 * time.Millisecond // a lease this close to its end counts as ended
 	minLeaseTick = 50 * time.Millisecond
 	maxLeaseTick = 5 * time.Second
+
+	minExtensionSeconds = 10
 )
 
 // holdings are the messages a consumer holds (received, not settled): flow control and the
@@ -220,13 +222,24 @@ func (h *holdings) keep(ctx context.Context, report func(error)) {
 	}
 }
 
-// extendDue sends one extension for every held message whose lease ends within half a timeout.
+// extensionSeconds is how long each extension leases a held message: the ack timeout, at least
+// 10 s, so that a short ack timeout does not make the keeper race the clock. h.mu held.
+func (h *holdings) extensionSeconds() int64 {
+	seconds := int64(math.Ceil(h.ackTimeout.Seconds()))
+	if seconds < minExtensionSeconds {
+		seconds = minExtensionSeconds
+	}
+	return seconds
+}
+
+// extendDue sends one extension for every held message whose lease ends within half an extension.
 func (h *holdings) extendDue() error {
 	h.mu.Lock()
 	now := time.Now()
-	half := h.ackTimeout / 2
-	if half < 2*minLeaseTick {
-		half = 2 * minLeaseTick
+	seconds := h.extensionSeconds()
+	half := time.Duration(seconds) * time.Second / 2 // a short ack timeout: at the first look
+	if soon := h.ackTimeout * 3 / 4; soon > half {
+		half = soon
 	}
 	var due, ended []*Message
 	for _, m := range h.held {
@@ -239,17 +252,28 @@ func (h *holdings) extendDue() error {
 			due = append(due, m)
 		}
 	}
-	seconds := int64(math.Ceil(h.ackTimeout.Seconds()))
 	exactlyOnce := h.exactlyOnce
 	h.mu.Unlock()
 	if len(ended) > 0 && exactlyOnce {
 		h.lose(ended, "its lease ended before it was settled")
 	}
-	if len(due) == 0 {
-		return nil
+	byLength := map[int64][]*Message{} // never leased past arrival + MaxLeaseExtension
+	for _, m := range due {
+		length := int64(math.Ceil(m.arrived.Add(h.maxExtension).Sub(now).Seconds()))
+		if length < 1 {
+			length = 1
+		}
+		if length > seconds {
+			length = seconds
+		}
+		byLength[length] = append(byLength[length], m)
 	}
-	_, err := h.extend(due, seconds)
-	return err
+	for length, messages := range byLength {
+		if _, err := h.extend(messages, length); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // extend extends these leases by seconds from now; the ack ids extended.

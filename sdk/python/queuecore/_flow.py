@@ -6,8 +6,8 @@ fits: the member's window (``max_messages``) is the server's bound, and ``max_by
 narrowing that window while the held messages are too large.
 
 Leases. A message arrives leased for the group's ack timeout. While it is held, the keeper
-extends it before it expires, in one request for all that are due (after the acks queued
-before), up to ``max_lease_extension`` after its arrival. On an exactly-once topic a message whose
+extends it before it expires (by the ack timeout, at least 10 s), in one request for all that
+are due (after the acks queued before), up to ``max_lease_extension`` after its arrival. On an exactly-once topic a message whose
 lease ended (an extension refused, or its deadline passed) is never handed out, and its ack or
 nack is not sent: the server would refuse it, and the message is delivered again anyway.
 """
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 SAFETY_S = 0.25  # a lease this close to its end counts as ended (the ack would arrive late)
 MIN_TICK_S = 0.05
 MAX_TICK_S = 5.0
+MIN_EXTENSION_S = 10
 
 LostReport = Callable[[int, str], Awaitable[None]]
 SetWindow = Callable[[int], Awaitable[None]]
@@ -124,10 +125,19 @@ class Holdings:
             except QueueCoreError as exc:  # the next tick tries again
                 await self._report(exc)
 
+    @property
+    def extension_s(self) -> int:
+        """How long each extension leases a held message: the ack timeout, at least 10 s.
+
+        At least 10 s (as Google Pub/Sub's clients) so that a short ack timeout does not make the
+        keeper race the clock on a busy machine; a consumer that dies holds them that long."""
+        return max(math.ceil(self.ack_timeout_s), MIN_EXTENSION_S)
+
     async def extend_due(self) -> None:
-        """One extension request for every held message whose lease ends within half a timeout."""
+        """One extension request for every held message whose lease ends soon: within half an
+        extension (so a message leased for a short ack timeout is extended at its first look)."""
         now = time.monotonic()
-        horizon = now + max(self.ack_timeout_s / 2, 2 * MIN_TICK_S)
+        horizon = now + max(self.ack_timeout_s * 3 / 4, self.extension_s / 2)
         due, ended = [], []
         for message in list(self._held.values()):
             if message._lost or message._deadline > horizon:
@@ -138,8 +148,12 @@ class Holdings:
                 due.append(message)
         if ended and self.exactly_once:
             await self._lose(ended, "its lease ended before it was settled")
-        if due:
-            await self.extend(due, math.ceil(self.ack_timeout_s))
+        by_length: dict[int, list[AsyncMessage]] = {}
+        for message in due:  # never leased past its arrival + max_lease_extension
+            left = message._arrived + self.max_extension_s - now
+            by_length.setdefault(min(self.extension_s, max(1, math.ceil(left))), []).append(message)
+        for seconds, messages in by_length.items():
+            await self.extend(messages, seconds)
 
     async def extend(self, messages: Iterable[AsyncMessage], seconds: int) -> list[str]:
         """Extend these leases by ``seconds`` from now; the ack ids extended."""

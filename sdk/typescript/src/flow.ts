@@ -19,6 +19,7 @@ import type { Settler } from './settle.js';
 export const SAFETY_MS = 250;
 const MIN_TICK_MS = 50;
 const MAX_TICK_MS = 5000;
+const MIN_EXTENSION_S = 10;
 
 /** The lease bookkeeping of one held message. */
 export interface Held {
@@ -112,10 +113,18 @@ export class Holdings {
     return Math.min(Math.max(this.ackTimeoutMs / 4, MIN_TICK_MS), MAX_TICK_MS);
   }
 
-  /** One extension request for every held message whose lease ends within half a timeout. */
+  /**
+   * How long each extension leases a held message, in seconds: the ack timeout, at least 10 s,
+   * so that a short ack timeout does not make the keeper race the clock on a busy machine.
+   */
+  get extensionS(): number {
+    return Math.max(Math.ceil(this.ackTimeoutMs / 1000), MIN_EXTENSION_S);
+  }
+
+  /** One extension request for every held message whose lease ends within half an extension. */
   async extendDue(): Promise<void> {
     const now = Date.now();
-    const horizon = now + Math.max(this.ackTimeoutMs / 2, 2 * MIN_TICK_MS);
+    const horizon = now + Math.max((this.ackTimeoutMs * 3) / 4, (this.extensionS * 1000) / 2);
     const due: Held[] = [];
     const ended: Held[] = [];
     for (const message of this.held.values()) {
@@ -124,7 +133,13 @@ export class Holdings {
       else due.push(message);
     }
     if (ended.length > 0 && this.exactlyOnce) this.lose(ended, 'its lease ended before it was settled');
-    if (due.length > 0) await this.extend(due, Math.ceil(this.ackTimeoutMs / 1000));
+    const byLength = new Map<number, Held[]>(); // never leased past arrival + maxLeaseExtension
+    for (const message of due) {
+      const leftS = (message.arrived + this.maxExtensionMs - now) / 1000;
+      const seconds = Math.min(this.extensionS, Math.max(1, Math.ceil(leftS)));
+      byLength.set(seconds, [...(byLength.get(seconds) ?? []), message]);
+    }
+    for (const [seconds, messages] of byLength) await this.extend(messages, seconds);
   }
 
   /** Extend these leases by `seconds` from now; the ack ids extended. */

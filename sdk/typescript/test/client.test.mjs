@@ -107,7 +107,7 @@ for (const mode of ['stream', 'pull']) {
     const consumer = pq.consume(name, { group, startFrom: 'earliest', mode, waitMs: 1000 });
     const events = [];
     consumer.on('connected', (info) => events.push(['connected', info]));
-    const got = collect(consumer, 5);
+    const got = collect(consumer, 5, 20_000, (msg) => msg.ackWithResult()); // acks landed before the lag is read
     await started(t, consumer);
     await Promise.all([1, 2, 3, 4, 5].map((n) => pq.publish(name, { n }, { key: `k${n}` })));
     const messages = await got;
