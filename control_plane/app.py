@@ -8,10 +8,10 @@ import anyio.to_thread
 from litestar import Litestar
 from litestar.config.compression import CompressionConfig
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import ScalarRenderPlugin, SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.types import ControllerRouterHandler
 
+from control_plane.apidocs import OfflineSwaggerPlugin, add_framing_headers
 from control_plane.auth import key_authentication
 from control_plane.dashboard import dashboard_route_handlers, dashboard_templates
 from control_plane.edge import nul_guard_middleware
@@ -50,7 +50,7 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
         dependencies=runtime.dependencies(),
         on_startup=[document_errors],  # before the OpenAPI document is first served
         exception_handlers=EXCEPTION_HANDLERS,
-        before_send=[add_request_id_header],
+        before_send=[add_request_id_header, add_framing_headers],
         middleware=[request_id_middleware, nul_guard_middleware],
         plugins=tracing_plugins(),
         openapi_config=OpenAPIConfig(
@@ -58,7 +58,7 @@ def create_app(extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> 
             version=API_VERSION,
             description="Multi-tenant pub/sub on object storage.",
             path="/schema",
-            render_plugins=[ScalarRenderPlugin(), SwaggerRenderPlugin(path="/swagger")],
+            render_plugins=[OfflineSwaggerPlugin("QueueCore API")],
             components=Components(
                 security_schemes={
                     "apiKey": SecurityScheme(

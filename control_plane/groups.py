@@ -22,6 +22,7 @@ from data_plane.groups.schemas import (
     PartitionState,
 )
 from data_plane.runtime import DataPlane
+from tenants.team.audit import Actor
 
 # How heartbeats and extends are counted (docs/consumer-groups.md, "A consumer's budget").
 LEASE_BUDGET = (
@@ -30,7 +31,8 @@ LEASE_BUDGET = (
 )
 
 
-def _config(data: GroupConfigRequest) -> groups.GroupConfig:
+def group_config(data: GroupConfigRequest) -> groups.GroupConfig:
+    """The service's settings from a request (durations checked against their bounds)."""
     dead = data.dead_letter
     return groups.GroupConfig(
         start_from=data.start_from,
@@ -146,15 +148,16 @@ class GroupsController(Controller):
         data: Annotated[GroupConfigRequest, Body()],
     ) -> GroupView:
         """startFrom, ackTimeout, maxInFlight, sessionTimeout, deadLetter."""
-        config = _config(data)
-        async with data_plane.db.connection() as conn:
-            view = group_view(
-                await groups.configure(
-                    conn, auth_context(request).environment_id, topic, group, config
-                )
-            )
-        data_plane.group_refs.forget(auth_context(request).environment_id, topic, group)
-        return view
+        ctx = auth_context(request)
+        state = await data_plane.configure_group(
+            ctx.organisation_id,
+            ctx.environment_id,
+            topic,
+            group,
+            group_config(data),
+            Actor.api_key(ctx.key_id),
+        )
+        return group_view(state)
 
     @delete("/{group:str}", summary="Delete a consumer group", opt={"scope": "admin"})
     async def delete_group(

@@ -13,6 +13,8 @@ from control_plane.auth import auth_context
 from control_plane.resources import Resources
 from tenants import service as tenants
 from tenants.schemas import CreatedKeyView, CreateKeyRequest, KeyList, KeyView
+from tenants.team.audit import Actor
+from tenants.team.service import TeamService
 
 
 class KeysController(Controller):
@@ -40,19 +42,19 @@ class KeysController(Controller):
     async def create_key(
         self,
         request: Request[Any, Any, Any],
-        resources: NamedDependency[Resources],
+        team: NamedDependency[TeamService],
         data: Annotated[CreateKeyRequest, Body()],
     ) -> CreatedKeyView:
         """At most two active keys per environment (409 ``KEY_LIMIT_REACHED``)."""
         ctx = auth_context(request)
-        async with resources.db.connection() as conn:
-            issued = await tenants.create_key(
-                conn,
-                ctx.environment_id,
-                name=data.name,
-                scopes=data.scopes,
-                expires_at=data.expires_at,
-            )
+        issued = await team.create_key(
+            ctx.organisation_id,
+            ctx.environment_id,
+            Actor.api_key(ctx.key_id),
+            name=data.name,
+            scopes=data.scopes,
+            expires_at=data.expires_at,
+        )
         view = KeyView.of(issued.key, datetime.now(UTC))
         return CreatedKeyView(
             **{f: getattr(view, f) for f in view.__struct_fields__}, key=issued.secret
@@ -62,11 +64,12 @@ class KeysController(Controller):
     async def revoke_key(
         self,
         request: Request[Any, Any, Any],
-        resources: NamedDependency[Resources],
+        team: NamedDependency[TeamService],
         key_id: FromPath[str],
     ) -> KeyView:
         """Revoked keys fail on every replica within a few seconds."""
         ctx = auth_context(request)
-        async with resources.db.connection() as conn:
-            key = await tenants.revoke_key(conn, ctx.environment_id, key_id)
+        key = await team.revoke_key(
+            ctx.organisation_id, ctx.environment_id, key_id, Actor.api_key(ctx.key_id)
+        )
         return KeyView.of(key, datetime.now(UTC))

@@ -15,9 +15,11 @@ from billing.meter import MeterFlusher, UsageMeter
 from control_plane.series import STATE_KEY, ProducerSeries
 from core import settings
 from core.db import AsyncPool, async_pool
+from core.mail import mailer
 from core.object_store import ObjectStore
 from data_plane.runtime import DataPlane
 from observability.object_store import metered_store
+from tenants.team.service import TeamService
 
 
 @dataclass
@@ -61,6 +63,7 @@ class Runtime:
     def __init__(self) -> None:
         self._resources: Resources | None = None
         self._data_plane: DataPlane | None = None
+        self._team: TeamService | None = None
 
     @asynccontextmanager
     async def lifespan(self, app: Litestar) -> AsyncIterator[None]:
@@ -72,6 +75,7 @@ class Runtime:
             resources.db, resources.objects, settings.database().url, resources.usage.meter
         )
         self._resources, self._data_plane = resources, data_plane
+        self._team = TeamService(resources.db, mailer(settings.mail()), settings.http().public_url)
         app.state.data_plane = data_plane  # for the SIGTERM drain (control_plane.shutdown)
         producers = ProducerSeries.start_if_on(settings.greptime())  # None when switched off
         app.state[STATE_KEY] = producers.activity if producers else None
@@ -98,11 +102,18 @@ class Runtime:
             raise RuntimeError("the application's lifespan has not started")
         return self._data_plane
 
+    def team(self) -> TeamService:
+        """The accounts and teams service (a dependency provider)."""
+        if self._team is None:
+            raise RuntimeError("the application's lifespan has not started")
+        return self._team
+
     def dependencies(self) -> dict[str, Provide]:
-        """``resources`` and ``data_plane`` for any handler that names them."""
+        """``resources``, ``data_plane`` and ``team`` for any handler that names them."""
         return {
             "resources": Provide(self.resources, sync_to_thread=False),
             "data_plane": Provide(self.data_plane, sync_to_thread=False),
+            "team": Provide(self.team, sync_to_thread=False),
         }
 
 

@@ -156,6 +156,21 @@ def signup_throttle_of(app: Litestar) -> LoginThrottle:
     return throttle
 
 
+_RESET_THROTTLE_STATE = "reset_throttle"
+
+
+def reset_throttle_of(app: Litestar) -> LoginThrottle:
+    """The process's throttle of password reset requests: every request counts, per email and
+    per client address (:data:`SIGNUP_POLICY`), so nobody floods an inbox with links."""
+    throttle = app.state.get(_RESET_THROTTLE_STATE)
+    if not isinstance(throttle, LoginThrottle):
+        throttle = LoginThrottle(
+            resources_of(app).redis, SIGNUP_POLICY, key_prefix="qc:reset:{throttle}"
+        )
+        app.state[_RESET_THROTTLE_STATE] = throttle
+    return throttle
+
+
 def login_throttle_of(app: Litestar) -> LoginThrottle:
     """The process's login throttle on its shared Redis client, made on first use.
 

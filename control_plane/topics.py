@@ -9,7 +9,6 @@ import time
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-import anyio.to_thread
 from litestar import Controller, Request, Response, delete, get, patch, post
 from litestar.background_tasks import BackgroundTask
 from litestar.di import NamedDependency
@@ -18,7 +17,6 @@ from litestar.params import Body, FromPath
 from control_plane.auth import auth_context
 from control_plane.disconnect import unless_disconnected
 from control_plane.series import note_published
-from core.worker import send_task
 from data_plane.groups import service as groups
 from data_plane.runtime import DataPlane
 from data_plane.topics import service as topic_service
@@ -36,9 +34,7 @@ from data_plane.topics.schemas import (
 )
 from data_plane.topics.service import Topic
 from data_plane.write.publish import Published
-from observability.logging import get_logger
-
-log = get_logger("queuecore.topics")
+from tenants.team.audit import Actor
 
 
 def topic_view(topic: Topic) -> TopicView:
@@ -71,17 +67,16 @@ class TopicsController(Controller):
     ) -> TopicView:
         """409 ``TOPIC_EXISTS`` when the name is taken; tier quotas apply."""
         ctx = auth_context(request)
-        async with data_plane.db.connection() as conn:
-            topic = await topic_service.create_topic(
-                conn,
-                ctx.organisation_id,
-                ctx.environment_id,
-                data.name,
-                partitions=data.partitions,
-                retention=data.retention,
-                delivery=data.delivery,
-                latency_class=data.latency_class,
-            )
+        topic = await data_plane.create_topic(
+            ctx.organisation_id,
+            ctx.environment_id,
+            data.name,
+            Actor.api_key(ctx.key_id),
+            partitions=data.partitions,
+            retention=data.retention,
+            delivery=data.delivery,
+            latency_class=data.latency_class,
+        )
         return topic_view(topic)
 
     @get("/", summary="List the environment's topics")
@@ -120,17 +115,15 @@ class TopicsController(Controller):
     ) -> TopicView:
         """Partitions can only grow; retention stays within the tier's maximum."""
         ctx = auth_context(request)
-        async with data_plane.db.connection() as conn:
-            updated = await topic_service.update_topic(
-                conn,
-                ctx.organisation_id,
-                ctx.environment_id,
-                topic,
-                partitions=data.partitions,
-                retention=data.retention,
-                latency_class=data.latency_class,
-            )
-        data_plane.publisher.topics.forget(ctx.environment_id, topic)
+        updated = await data_plane.update_topic(
+            ctx.organisation_id,
+            ctx.environment_id,
+            topic,
+            Actor.api_key(ctx.key_id),
+            partitions=data.partitions,
+            retention=data.retention,
+            latency_class=data.latency_class,
+        )
         return topic_view(updated)
 
     @delete(
@@ -146,23 +139,11 @@ class TopicsController(Controller):
     ) -> Response[TopicView]:
         """The name is free at once; index rows and objects are cleaned up by a Celery task."""
         ctx = auth_context(request)
-        async with data_plane.db.connection() as conn:
-            deleted = await topic_service.delete_topic(conn, ctx.environment_id, topic)
-        data_plane.publisher.topics.forget(ctx.environment_id, topic)
-        cleanup = BackgroundTask(_queue_topic_cleanup, deleted.id)
+        deleted = await data_plane.delete_topic(
+            ctx.organisation_id, ctx.environment_id, topic, Actor.api_key(ctx.key_id)
+        )
+        cleanup = BackgroundTask(data_plane.request_cleanup, deleted.id)
         return Response(topic_view(deleted), status_code=202, background=cleanup)
-
-
-async def _queue_topic_cleanup(topic_id: str) -> None:
-    """Ask a worker to remove the topic's data now; the periodic sweep is the backstop."""
-
-    def send() -> None:
-        send_task("data_plane.delete_topic_data", kwargs={"topic_id": topic_id})
-
-    try:
-        await anyio.to_thread.run_sync(send)
-    except Exception as exc:
-        log.warning("topic_cleanup_not_queued", topic_id=topic_id, error=type(exc).__name__)
 
 
 class PublishController(Controller):

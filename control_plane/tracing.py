@@ -58,12 +58,13 @@ def route_details(scope: Any) -> tuple[str, dict[str, str]]:
 def tag_request_id(span: Span, scope: dict[str, Any]) -> None:
     """Server-request hook: the span carries the id the response and the logs carry.
 
-    It also masks an API key pasted into a URL (the logs do the same): the instrumentation
-    records the raw path and query string.
+    It also masks an API key pasted into a URL and the token of an invitation or password
+    reset link (the logs do the same): the instrumentation records the raw path and query
+    string.
     """
     span.set_attribute(REQUEST_ID_ATTRIBUTE, request_id(scope))
     path = scope.get("path", "")
-    if "_sk_" in path:
+    if "_sk_" in path or "qc_" in path:  # an API key, an invitation or reset link's token
         span.set_attribute(URL_PATH, redact(path))
     query = scope.get("query_string", b"")
     if b"_sk_" in query:

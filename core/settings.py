@@ -293,6 +293,7 @@ class DevStackSettings:
     postgres_port: int
     redis_port: int
     s3_port: int
+    smtp_port: int = 8025  # the local mail sink that shows invitations and resets
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> DevStackSettings:
@@ -303,6 +304,7 @@ class DevStackSettings:
             postgres_port=_port("DEV_POSTGRES_PORT", 5433, env),
             redis_port=_port("DEV_REDIS_PORT", 6380, env),
             s3_port=_int("DEV_S3_PORT", 8333, 1, 65535 - 7, env),
+            smtp_port=_port("DEV_SMTP_PORT", 8025, env),
         )
 
 
@@ -617,3 +619,71 @@ def clear_caches() -> None:  # type: ignore[no-redef]  # extended, so merges sta
     _clear_caches_before_triage()
     triage.cache_clear()
     s3_put_threads.cache_clear()
+
+
+# --- teams: outgoing email and public sign-up (appended as one block) --------------------------
+
+SMTP_SECURITY = ("starttls", "tls", "none")
+DEFAULT_SENDER = "QueueCore <queuecore@localhost>"
+
+
+@dataclass(frozen=True, slots=True)
+class MailSettings:
+    """Outgoing email (invitations, password resets) over SMTP; off when no host is set."""
+
+    host: str | None = None
+    port: int = 587
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    sender: str = DEFAULT_SENDER
+    security: str = "starttls"  # starttls on a plain port, tls from the first byte, or none
+    timeout_s: int = 10
+
+    @property
+    def enabled(self) -> bool:
+        """Whether QueueCore can send email at all."""
+        return self.host is not None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> MailSettings:
+        """Read and validate; a username needs a password and a sender an address."""
+        username, password = _env("SMTP_USERNAME", env=env), _env("SMTP_PASSWORD", env=env)
+        if (username is None) != (password is None):
+            raise SettingsError(
+                PREFIX + "SMTP_PASSWORD", "set both QUEUECORE_SMTP_USERNAME and it, or neither"
+            )
+        sender = _env("SMTP_FROM", DEFAULT_SENDER, env) or DEFAULT_SENDER
+        if "@" not in sender or any(c in sender for c in "\r\n"):
+            raise SettingsError(PREFIX + "SMTP_FROM", f"must be an email address, got {sender!r}")
+        return cls(
+            host=_env("SMTP_HOST", env=env),
+            port=_port("SMTP_PORT", 587, env),
+            username=username,
+            password=password,
+            sender=sender,
+            security=_choice("SMTP_SECURITY", "starttls", SMTP_SECURITY, env),
+            timeout_s=_int("SMTP_TIMEOUT_S", 10, 1, 120, env),
+        )
+
+
+@functools.cache
+def mail() -> MailSettings:
+    """The process's outgoing-email settings."""
+    return MailSettings.from_env()
+
+
+@functools.cache
+def signup_open() -> bool:
+    """``QUEUECORE_SIGNUP``: whether anyone may create an account and organisation on the
+    dashboard (true, the default); invitations work either way."""
+    return _bool("SIGNUP", True)
+
+
+_clear_caches_before_teams = clear_caches
+
+
+def clear_caches() -> None:  # type: ignore[no-redef]  # extended, so merges stay appends
+    """Forget cached settings (tests change the environment)."""
+    _clear_caches_before_teams()
+    mail.cache_clear()
+    signup_open.cache_clear()

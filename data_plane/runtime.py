@@ -12,25 +12,36 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
+from dataclasses import asdict
+from typing import Any
 
 from core import settings
 from core.db import AsyncPool, Conn
 from core.object_store import ObjectStore
 from core.settings import WriterSettings
+from core.worker import send_task
 from data_plane import delivery
 from data_plane.delivery import GroupRef, GroupRefCache, Pulled
 from data_plane.delivery.triage import SlowDeliveryTriage
+from data_plane.groups import service as groups
 from data_plane.groups.pulse import Pulse
-from data_plane.groups.service import GroupTopicNotFound, MemberNotFound
+from data_plane.groups.service import GroupConfig, GroupTopicNotFound, MemberNotFound
 from data_plane.read import reader as read_path
 from data_plane.read.cache import BlockCache
 from data_plane.read.notify import PublishListener
 from data_plane.read.reader import ReadResult, SegmentReader, TopicRef
+from data_plane.topics import service as topics
+from data_plane.topics.service import Topic
 from data_plane.topics.traffic import TrafficCounter, TrafficFlusher
 from data_plane.write.publish import PublishService, UsageSink
 from data_plane.write.segment import Message
 from data_plane.write.triage import SlowPublishTriage
 from data_plane.write.writer import SegmentWriter
+from observability.logging import get_logger
+from tenants.team import audit
+from tenants.team.audit import Actor
+
+log = get_logger("queuecore.data_plane")
 
 
 def message_bytes(messages: Iterable[Message]) -> int:
@@ -161,3 +172,109 @@ class DataPlane:
             )
         self.delivered(environment_id, [m.message for m in result.messages])
         return ref, result
+
+    # --- topic and group administration: one transaction each, recorded in the audit log ----
+
+    async def create_topic(
+        self, organisation_id: str, environment_id: str, name: str, actor: Actor, **options: Any
+    ) -> Topic:
+        """A new topic (``options``: partitions, retention, delivery, latency_class)."""
+        async with self.db.connection() as conn:
+            topic = await topics.create_topic(
+                conn, organisation_id, environment_id, name, **options
+            )
+            await audit.record(
+                conn,
+                organisation_id,
+                actor,
+                "topic.created",
+                _where(environment_id, name),
+                partitions=topic.partitions,
+                retention=topic.retention,
+                delivery=topic.delivery,
+                latency_class=topic.latency_class,
+            )
+        return topic
+
+    async def update_topic(
+        self, organisation_id: str, environment_id: str, name: str, actor: Actor, **changes: Any
+    ) -> Topic:
+        """Partitions up, retention, latency class (``changes``); this process's route to the
+        topic is reloaded on its next publish."""
+        async with self.db.connection() as conn:
+            before = await topics.get_topic(conn, environment_id, name)
+            topic = await topics.update_topic(
+                conn, organisation_id, environment_id, name, **changes
+            )
+            await audit.record(
+                conn,
+                organisation_id,
+                actor,
+                "topic.updated",
+                _where(environment_id, name),
+                **_changed(before, topic),
+            )
+        self.publisher.topics.forget(environment_id, name)
+        return topic
+
+    async def delete_topic(
+        self, organisation_id: str, environment_id: str, name: str, actor: Actor
+    ) -> Topic:
+        """Free the name at once; the data goes in the background (:meth:`request_cleanup`)."""
+        async with self.db.connection() as conn:
+            topic = await topics.delete_topic(conn, environment_id, name)
+            await audit.record(
+                conn, organisation_id, actor, "topic.deleted", _where(environment_id, name)
+            )
+        self.publisher.topics.forget(environment_id, name)
+        return topic
+
+    async def request_cleanup(self, topic_id: str) -> None:
+        """Ask a worker to remove a deleted topic's data now (the periodic sweep is the
+        backstop, so a broker that cannot be reached is only logged)."""
+
+        def send() -> None:
+            send_task("data_plane.delete_topic_data", kwargs={"topic_id": topic_id})
+
+        try:
+            await asyncio.to_thread(send)
+        except Exception as exc:
+            log.warning("topic_cleanup_not_queued", topic_id=topic_id, error=type(exc).__name__)
+
+    async def configure_group(
+        self,
+        organisation_id: str,
+        environment_id: str,
+        topic: str,
+        group: str,
+        config: GroupConfig,
+        actor: Actor,
+    ) -> dict[str, Any]:
+        """Create or reconfigure a consumer group; returns its described state."""
+        async with self.db.connection() as conn:
+            state = await groups.configure(conn, environment_id, topic, group, config)
+            await audit.record(
+                conn,
+                organisation_id,
+                actor,
+                "group.configured",
+                _where(environment_id, topic, group),
+                **asdict(config),
+            )
+        self.group_refs.forget(environment_id, topic, group)
+        return state
+
+
+def _where(environment_id: str, *names: str) -> str:
+    """An audit target: ``topic`` or ``topic/group`` in an environment."""
+    return f"{'/'.join(names)} ({environment_id})"
+
+
+def _changed(before: Topic, after: Topic) -> dict[str, Any]:
+    """What an update changed, as ``{field: "old → new"}``."""
+    fields = ("partitions", "retention", "latency_class")
+    return {
+        field: f"{getattr(before, field)} → {getattr(after, field)}"
+        for field in fields
+        if getattr(before, field) != getattr(after, field)
+    }

@@ -22,6 +22,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings.writer()
     settings.meter()
+    settings.mail()  # invitations and password resets (core.mail)
+    settings.signup_open()
     stop = settings.shutdown()
     workers = args.workers or http.workers
     uvicorn.run(

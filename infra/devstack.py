@@ -46,6 +46,7 @@ from infra.embedded import (
     require_free,
     wait_until,
 )
+from infra.mailsink import MailSink, ReceivedMail
 
 BUCKET = "queuecore"
 RESTART_BASE_S = 1.0
@@ -91,6 +92,7 @@ class DevStack:
     services: list[EmbeddedService] = field(default_factory=list)
     apps: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     restarts: dict[str, Restarts] = field(default_factory=dict)
+    mail_sink: MailSink | None = None
     _commands: dict[str, list[str]] = field(default_factory=dict)
     _env: dict[str, str] = field(default_factory=dict)
     _lock: IO[str] | None = None
@@ -196,6 +198,8 @@ class DevStack:
             rd = EmbeddedRedis(data / "redis", self.logs, self.dev.redis_port)
             self._start(rd)
             env[PREFIX + "REDIS_URL"] = rd.url
+        if not env.get(PREFIX + "SMTP_HOST"):
+            env.update(self._start_mail_sink())
         # A developer's alert receiver listens on this machine; production refuses such URLs.
         env.setdefault(PREFIX + "WEBHOOKS_ALLOW_PRIVATE", "true")
         from infra import migrate
@@ -224,6 +228,15 @@ class DevStack:
         if not env.get(PREFIX + "OBJECT_STORE_URL"):
             for port in range(self.dev.s3_port, self.dev.s3_port + 8):
                 require_free(port, PREFIX + "DEV_S3_PORT")
+        if not env.get(PREFIX + "SMTP_HOST"):
+            require_free(self.dev.smtp_port, PREFIX + "DEV_SMTP_PORT")
+
+    def _start_mail_sink(self) -> dict[str, str]:
+        """The local SMTP sink: the stack's email is printed here and kept under ``mail/``."""
+        print("queuecore dev: starting the mail sink…", flush=True)
+        self.mail_sink = MailSink(self.dev.smtp_port, self.dev.data_dir / "mail", _announce_mail)
+        self.mail_sink.start()
+        return self.mail_sink.env()
 
     def _start(self, service: EmbeddedService) -> None:
         self.services.append(service)
@@ -259,22 +272,7 @@ class DevStack:
         )
 
     def _banner(self, env: dict[str, str]) -> None:
-        base = self.http.public_url
-        lines = [
-            "",
-            "QueueCore is running.",
-            f"  Dashboard:  {base}{DASHBOARD_PATH}   (sign up there, or sign in)",
-            f"  API:        {base}/v1",
-            f"  API docs:   {base}/schema",
-            f"  Health:     {base}/readyz",
-            f"  Data:       {self.dev.data_dir}   (logs in {self.logs})",
-            "",
-            "Get an API key: create one on the dashboard, or from the command line:",
-            f"  {PREFIX}DATABASE_URL={env[PREFIX + 'DATABASE_URL']} \\",
-            "    queuecore tenants create-org --name 'Acme' --email you@example.com",
-            "",
-            "Press Ctrl-C to stop.",
-        ]
+        lines = banner_lines(self.dev, self.http, env, self.mail_sink is not None)
         print("\n".join(lines), flush=True)
 
     def _watch(self) -> int:
@@ -329,7 +327,71 @@ class DevStack:
                 proc.wait(5)
         for service in reversed(self.services):
             service.stop()
+        if self.mail_sink is not None:
+            self.mail_sink.stop()
         print("queuecore dev: stopped", flush=True)
+
+
+def queuecore_command() -> str:
+    """How to run this installation's ``queuecore`` from the current directory
+    (``.venv/bin/queuecore`` from a clone's root), so printed commands work without an activated
+    virtual environment."""
+    script, here = Path(sys.executable).parent / "queuecore", Path.cwd()
+    return str(script.relative_to(here)) if script.is_relative_to(here) else str(script)
+
+
+def banner_lines(
+    dev: DevStackSettings, http: HttpSettings, env: dict[str, str], sink: bool = True
+) -> list[str]:
+    """What ``queuecore dev`` prints once everything is up: where each part is, the ports'
+    settings, and commands that run as printed."""
+    base, cli = http.public_url, queuecore_command()
+    database = env[PREFIX + "DATABASE_URL"]
+    objects = env[PREFIX + "OBJECT_STORE_URL"]
+    endpoint = env.get(PREFIX + "S3_ENDPOINT_URL", "AWS")
+    mail = (
+        f"SMTP sink on port {dev.smtp_port}: invitations and password resets are printed here "
+        f"and kept in {dev.data_dir / 'mail'}"
+        if sink
+        else f"sent through {env[PREFIX + 'SMTP_HOST']} (QUEUECORE_SMTP_HOST)"
+    )
+    return [
+        "",
+        "QueueCore is running.",
+        f"  Dashboard:  {base}{DASHBOARD_PATH}   (sign up there, or sign in)",
+        f"  API:        {base}/v1",
+        f"  API docs:   {base}/schema",
+        f"  Health:     {base}/readyz",
+        f"  PostgreSQL: {database}",
+        f"  S3:         endpoint {endpoint}, bucket {urlsplit(objects).netloc} ({objects})",
+        f"  Redis:      {env[PREFIX + 'REDIS_URL']}",
+        f"  Mail:       {mail}",
+        f"  Data:       {dev.data_dir}   (logs in {dev.data_dir / 'logs'})",
+        "",
+        "Ports (set these before `make dev` to move them):",
+        f"  {PREFIX}HTTP_PORT={http.port} {PREFIX}DEV_POSTGRES_PORT={dev.postgres_port} "
+        f"{PREFIX}DEV_REDIS_PORT={dev.redis_port}",
+        f"  {PREFIX}DEV_S3_PORT={dev.s3_port} (and the 7 after it) "
+        f"{PREFIX}DEV_SMTP_PORT={dev.smtp_port}",
+        "",
+        "Get an API key: create one on the dashboard, or from the command line (it prints the",
+        "owner's dashboard password and one key per environment):",
+        f"  {PREFIX}DATABASE_URL={database} \\",
+        f"    {cli} tenants create-org --name Acme --email you@example.com",
+        "",
+        "Run a Spark job by hand against this stack:",
+        f"  {PREFIX}DATABASE_URL={database} {PREFIX}OBJECT_STORE_URL={objects} \\",
+        f"    {PREFIX}S3_ENDPOINT_URL={endpoint} {cli} spark compaction",
+        "",
+        "Press Ctrl-C to stop.",
+    ]
+
+
+def _announce_mail(mail: ReceivedMail) -> None:
+    """Print a message the sink received: to whom, its subject and its links."""
+    lines = [f"queuecore dev: mail to {', '.join(mail.recipients)}: {mail.subject}"]
+    lines += [f"    {link}" for link in mail.links]
+    print("\n".join(lines), flush=True)
 
 
 def _say(line: str) -> None:

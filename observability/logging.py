@@ -29,12 +29,16 @@ _SECRET_FIELD = re.compile(
 _API_KEY = re.compile(r"pq_(live|test)_sk_[0-9A-Za-z]{32}")
 # The password of a URL (a database or Redis URL in an error message).
 _URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]+@")
+# An invitation or password-reset link's token (tenants.team.tokens), in a path or a message.
+_LINK_TOKEN = re.compile(r"qc_(inv|rst)_[A-Za-z0-9_-]+")
 
 
 def redact(text: str) -> str:
-    """``text`` with API keys and URL passwords masked."""
+    """``text`` with API keys, link tokens and URL passwords masked."""
     if "_sk_" in text:
         text = _API_KEY.sub(lambda m: f"pq_{m.group(1)}_sk_{REDACTED}", text)
+    if "qc_" in text:
+        text = _LINK_TOKEN.sub(lambda m: f"qc_{m.group(1)}_{REDACTED}", text)
     if "@" in text and "://" in text:
         text = _URL_PASSWORD.sub(rf"\1{REDACTED}@", text)
     return text

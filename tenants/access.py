@@ -27,6 +27,9 @@ ACTIONS: dict[str, tuple[frozenset[str], str]] = {
     "manage_alerts": (WRITERS, "change the alert endpoint"),
     "view_usage": (MANAGERS, "see the environment's usage"),
     "send_test_messages": (WRITERS, "send test messages"),
+    "manage_topics": (WRITERS, "change or delete topics and configure consumer groups"),
+    "manage_members": (MANAGERS, "invite, change or remove members"),
+    "view_audit": (MANAGERS, "see the audit log"),
 }
 
 
@@ -89,6 +92,14 @@ async def environment_access(conn: Conn, user_id: str, environment_id: str) -> E
     project = next(p for p in projects if p.id == environment.project_id)
     organisation = await service.get_organisation(conn, environment.organisation_id)
     return EnvironmentAccess(user_id, role, organisation, project, environment, projects)
+
+
+async def organisation_of_environment(conn: Conn, environment_id: str) -> str:
+    """The id of the organisation an environment belongs to."""
+    row = await (await conn.execute(q.LOCK_ENVIRONMENT, {"id": environment_id})).fetchone()
+    if row is None:
+        raise EnvironmentNotFound(environment_id)
+    return str(row["organisation_id"])
 
 
 async def workspaces(conn: Conn, user_id: str) -> list[Workspace]:

@@ -74,6 +74,9 @@ def add_tenants_parser(sub: Any) -> None:
         help="enterprise custom limits as JSON, e.g. '{\"publish_per_s\": 5000}'",
     )
     commands.add_parser("list", help="organisations with their tier and project count")
+    from tenants.team.cli import add_team_commands
+
+    add_team_commands(commands)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,10 +117,25 @@ async def _in_transaction(
             await conn.commit()
     except psycopg.OperationalError as exc:
         raise OSError(_one_line(exc)) from exc
+    if "_mail" in output:  # after the commit: an email never announces a rolled-back change
+        output["emailed"] = await _send_mail(output.pop("_mail"))
     if args.tenants_command == "set-tier":
         applied = redis_url is not None and await _publish_tier(redis_url, output["organisation"])
         output["appliedNow"] = applied
     return output
+
+
+async def _send_mail(message: Any) -> bool:
+    """Email through ``QUEUECORE_SMTP_*``; a note on stderr (the link is printed) when not."""
+    from core import settings
+    from core.mail import MailNotSent, mailer
+
+    try:
+        await mailer(settings.mail()).send(message)
+    except MailNotSent as exc:
+        print(f"queuecore tenants: note: {exc.message} Pass the link on yourself.", file=sys.stderr)
+        return False
+    return True
 
 
 def _check_names(args: argparse.Namespace) -> None:
@@ -160,11 +178,14 @@ def _json_default(value: Any) -> Any:
 
 async def _create_org(args: argparse.Namespace, conn: Conn) -> dict[str, Any]:
     from tenants import service
+    from tenants.team import audit
 
     password = args.password or secrets.token_urlsafe(GENERATED_PASSWORD_BYTES)
     made = await service.create_organisation(
         conn, args.name, args.email, password, tier=args.tier, project_name=args.project
     )
+    organisation = made.organisation
+    await audit.record(conn, organisation.id, audit.OPERATOR, "organisation.created", args.name)
     owner: dict[str, Any] = {"id": made.owner_id, "email": made.owner_email}
     if args.password is None:
         owner["password"] = password  # generated: this is the only time anyone sees it
@@ -201,13 +222,25 @@ async def _create_key(args: argparse.Namespace, conn: Conn) -> dict[str, Any]:
         scopes=scopes,
         expires_at=_parse_time(args.expires_at),
     )
+    await _audit_key(conn, args.env, "key.created", issued.key)
     return {**_key(issued.key), "key": issued.secret}
 
 
 async def _revoke_key(args: argparse.Namespace, conn: Conn) -> dict[str, Any]:
     from tenants import service
 
-    return _key(await service.revoke_key(conn, args.env, args.key))
+    key = await service.revoke_key(conn, args.env, args.key)
+    await _audit_key(conn, args.env, "key.revoked", key)
+    return _key(key)
+
+
+async def _audit_key(conn: Conn, environment_id: str, action: str, key: ApiKey) -> None:
+    from tenants.access import organisation_of_environment
+    from tenants.team import audit
+
+    organisation_id = await organisation_of_environment(conn, environment_id)
+    target = f"{key.id} ({environment_id})"
+    await audit.record(conn, organisation_id, audit.OPERATOR, action, target, hint=key.hint)
 
 
 async def _set_tier(args: argparse.Namespace, conn: Conn) -> dict[str, Any]:
@@ -326,6 +359,12 @@ def _key(key: ApiKey) -> dict[str, Any]:
     }
 
 
+def _team_commands() -> dict[str, Command]:
+    from tenants.team.cli import TEAM_COMMANDS
+
+    return dict(TEAM_COMMANDS)
+
+
 COMMANDS: dict[str, Command] = {
     "create-org": _create_org,
     "create-project": _create_project,
@@ -333,4 +372,5 @@ COMMANDS: dict[str, Command] = {
     "revoke-key": _revoke_key,
     "set-tier": _set_tier,
     "list": _list,
+    **_team_commands(),
 }

@@ -113,10 +113,6 @@ async def sign_up(conn: Conn, organisation_name: str, email: str, password: str)
     three environments, and no API keys yet (the owner creates them, and sees them, on the
     dashboard). Fields are checked before anything is written."""
     name = check_name(organisation_name, "organisation name")
-    if len(password) > MAX_PASSWORD_LENGTH:
-        raise ValidationFailed(
-            f"password must be at most {MAX_PASSWORD_LENGTH} characters", field="password"
-        )
     _check_user(email.strip(), password)
     return await create_organisation(conn, name, email.strip(), password, issue_keys=False)
 
@@ -193,11 +189,21 @@ def check_name(raw: str, what: str, limit: int = MAX_NAME) -> str:
 def _check_user(email: str, password: str) -> None:
     if "@" not in email or len(email) > 320 or has_nul(email):
         raise ValidationFailed("email is not a valid address", field="email")
+    check_password(password)
+
+
+def check_password(password: str) -> None:
+    """A password a user may choose: :data:`MIN_PASSWORD_LENGTH` to
+    :data:`~tenants.sessions.MAX_PASSWORD_LENGTH` characters, no NUL."""
     if has_nul(password):
         raise ValidationFailed("password cannot contain a NUL character", field="password")
     if len(password) < MIN_PASSWORD_LENGTH:
         raise ValidationFailed(
             f"password needs at least {MIN_PASSWORD_LENGTH} characters", field="password"
+        )
+    if len(password) > MAX_PASSWORD_LENGTH:
+        raise ValidationFailed(
+            f"password must be at most {MAX_PASSWORD_LENGTH} characters", field="password"
         )
 
 

@@ -15,10 +15,12 @@ from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
 from litestar.di import NamedDependency
 from litestar.handlers.base import BaseRouteHandler
+from litestar.response import Redirect
 
 from control_plane.dashboard.pages import (
     PREFIX,
     current_session,
+    env_path,
     field,
     form_fields,
     page,
@@ -26,6 +28,7 @@ from control_plane.dashboard.pages import (
     safe_next,
 )
 from control_plane.errors import status_for
+from control_plane.request_id import request_id
 from control_plane.resources import Resources
 from control_plane.sessions import (
     COOKIE_NAME,
@@ -39,14 +42,17 @@ from control_plane.sessions import (
 )
 from core import settings
 from core.errors import ValidationFailed
-from observability.logging import bind, get_logger
-from tenants import service as tenants
+from observability.logging import bind
 from tenants import sessions
 from tenants.errors import EmailTaken, InvalidCredentials
 from tenants.login_throttle import TooManyLoginAttempts
 from tenants.sessions import CsrfFailed, NewSession
+from tenants.team.service import TeamService
 
-log = get_logger("queuecore.dashboard.auth")
+TAKEN = (
+    "An account with this email exists already: sign in, or reset its password from the "
+    "sign-in page."
+)
 FORM_COOKIE = "qc_form_csrf"
 FORM_TOKEN_BYTES = 32
 
@@ -100,10 +106,13 @@ def anonymous_form(
     )
 
 
-def signed_in(opened: NewSession, target: str) -> Response[Any]:
-    """Where a new session goes, carrying its cookie."""
+def signed_in(opened: NewSession, target: str | Redirect) -> Response[Any]:
+    """Where a new session goes (a path, or a redirect with its notice), carrying its cookie."""
     bind(user_id=opened.session.user_id)
-    return redirect(target, cookies=[session_cookie(opened.token)])
+    if isinstance(target, str):
+        target = redirect(target)
+    target.cookies.append(session_cookie(opened.token))
+    return target
 
 
 class AuthPages(Controller):
@@ -144,36 +153,39 @@ class AuthPages(Controller):
 
     @get("/signup")
     async def signup_page(self, request: Request[Any, Any, Any]) -> Response[Any]:
-        """The sign-up form."""
+        """The sign-up form (a page saying it is closed when the operator turned it off)."""
+        if not settings.signup_open():
+            return _signup_closed(request)
         return anonymous_form(request, "signup.html", name="", email="")
 
     @post("/signup", guards=[require_form_csrf])
     async def signup(
-        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+        self, request: Request[Any, Any, Any], team: NamedDependency[TeamService]
     ) -> Response[Any]:
-        """A new organisation owned by a new user, who then signs in. A taken email gets the very
-        same answer (nothing is created), so the form cannot tell who has an account."""
+        """A new organisation owned by a new user, who is signed in and lands in its development
+        environment. A taken email is said so (sign-ups are throttled per email and address)."""
+        if not settings.signup_open():
+            return _signup_closed(request)
         fields = await form_fields(request)
         name, email = field(fields, "name"), field(fields, "email")
         client_address = request.client.host if request.client else None
         try:
             await signup_throttle_of(request.app).admit(email, client_address)
-            async with resources.db.connection() as conn:
-                await tenants.sign_up(conn, name, email, field(fields, "password", strip=False))
-        except EmailTaken:
-            log.info("signup_email_taken")  # the address itself is never logged
+            made = await team.sign_up(name, email, field(fields, "password", strip=False))
         except TooManyLoginAttempts as exc:
             return _signup_throttled(request, int(exc.data["retry_after_s"]), name, email)
-        except ValidationFailed as exc:
+        except (ValidationFailed, EmailTaken) as exc:
+            taken = isinstance(exc, EmailTaken)
             return anonymous_form(
                 request,
                 "signup.html",
                 status=status_for(exc),
-                error=exc.message,
+                error=TAKEN if taken else exc.message,
                 name=name,
                 email=email,
             )
-        return redirect(f"{PREFIX}/login", notice="signed-up")
+        target = redirect(env_path(made.environment_id, "topics"), notice="welcome")
+        return signed_in(made.session, target)
 
     @post("/logout", guards=[require_session, require_csrf])
     async def logout(
@@ -185,6 +197,19 @@ class AuthPages(Controller):
         return redirect(
             f"{PREFIX}/login", notice="signed-out", cookies=[session_cookie("", max_age_s=0)]
         )
+
+
+def _signup_closed(request: Request[Any, Any, Any]) -> Response[Any]:
+    return page(
+        request,
+        "error.html",
+        status=403,
+        title="Sign-up is closed",
+        message="This QueueCore server does not take new sign-ups. Ask an owner or admin of an "
+        "organisation to invite you: the invitation email has a link to join.",
+        code="SIGNUP_CLOSED",
+        request_id=request_id(request.scope),
+    )
 
 
 def _signup_throttled(

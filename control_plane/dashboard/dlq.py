@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from litestar import Controller, Request, Response, get, post
@@ -14,7 +15,10 @@ from control_plane.sessions import require_csrf, require_session
 from data_plane import delivery
 from data_plane.deadletters import service as dlq
 from data_plane.deadletters.service import DeadLetterNotFound, DeadLetterReplayed
+from data_plane.delivery.model import GroupRef
+from data_plane.groups.service import format_duration_ms
 
+EXPIRED = "ack timeout expired"  # what delivery records for a lease that ran out (pulls.py)
 PAGE_SIZE = 20
 MAX_DATA_CHARS = 2000  # of a message's data shown in the table
 
@@ -22,6 +26,43 @@ MAX_DATA_CHARS = 2000  # of a message's data shown in the table
 def dlq_path(env_id: str, topic: str, group: str) -> str:
     """The DLQ page of a group."""
     return env_path(env_id, "topics", topic, "groups", group, "dlq")
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """Why a message was dead-lettered, in words, and which group setting governs it."""
+
+    summary: str
+    explanation: str
+    setting: str  # the group settings form's field that changes this outcome
+
+
+def explain(error: str | None, ref: GroupRef) -> Reason:
+    """What a dead letter's error means, with the group's current settings in the words."""
+    retries = ref.max_retries
+    if error == EXPIRED:
+        return Reason(
+            "No ack in time",
+            f"Each of its {retries + 1} deliveries was held past the group's ack timeout "
+            f"({format_duration_ms(int(ref.ack_timeout_s * 1000))}) without an ack or nack: the "
+            "handler is slower than that, or the consumer stopped or crashed holding it. Raise "
+            "the ack timeout, extend the lease while working, or make the handler ack sooner.",
+            "group-ack-timeout",
+        )
+    if error:
+        return Reason(
+            "Nacked by the consumer",
+            f"The consumer rejected it with this error on its last delivery, after {retries} "
+            f"retries (the first {format_duration_ms(ref.retry_delay_ms)} after the first "
+            "nack, each next twice as long).",
+            "group-max-retries",
+        )
+    return Reason(
+        "Nacked without an error",
+        f"The consumer rejected it without saying why, after {retries} retries. Pass an error "
+        "to nack so the reason shows here.",
+        "group-max-retries",
+    )
 
 
 def data_text(view: dlq.DeadLetterView) -> str:
@@ -107,7 +148,8 @@ async def render_dlq(
         topic=topic,
         group=group,
         listing=listing,
-        rows=[(view, data_text(view)) for view in listing.messages],
+        rows=[(view, data_text(view), explain(view.error, ref)) for view in listing.messages],
+        settings_path=env_path(env_id, "topics", topic, "groups", group) + "#settings",
         after=after,
         dlq_path=dlq_path(env_id, topic, group),
     )

@@ -6,17 +6,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 from litestar import Controller, Request, Response, get, post
+from litestar.di import NamedDependency
 from litestar.params import FromPath
 
 from control_plane.dashboard.pages import env_path, field, form_fields, page, redirect
 from control_plane.dashboard.scope import environment
 from control_plane.errors import status_for
-from control_plane.sessions import require_csrf, require_session
+from control_plane.sessions import require_csrf, require_session, session_of
 from core.errors import ValidationFailed
 from tenants import service as tenants
 from tenants.errors import KeyLimitReached
 from tenants.keys import SCOPES
 from tenants.models import ApiKey, IssuedKey
+from tenants.team.audit import Actor
+from tenants.team.service import TeamService
 
 MAX_KEY_NAME = 200
 NO_STORE = {"Cache-Control": "no-store"}
@@ -54,14 +57,24 @@ class KeyPages(Controller):
 
     @post("/")
     async def create_key(
-        self, request: Request[Any, Any, Any], env_id: FromPath[str]
+        self,
+        request: Request[Any, Any, Any],
+        team: NamedDependency[TeamService],
+        env_id: FromPath[str],
     ) -> Response[Any]:
         """Issue a key and show its secret on this page, once; the two-key limit explained."""
         fields = await form_fields(request)
+        session = session_of(request)
         try:
-            async with environment(request, env_id, "manage_keys") as (conn, _):
-                name, scopes = parse_key_form(fields)
-                issued = await tenants.create_key(conn, env_id, name=name, scopes=scopes)
+            access = await team.environment(session.user_id, env_id, "manage_keys")
+            name, scopes = parse_key_form(fields)
+            issued = await team.create_key(
+                access.organisation.id,
+                env_id,
+                Actor.user(session.user_id, session.email),
+                name=name,
+                scopes=scopes,
+            )
         except (ValidationFailed, KeyLimitReached) as exc:
             limit_hit = isinstance(exc, KeyLimitReached)
             return await render_keys(
@@ -71,11 +84,17 @@ class KeyPages(Controller):
 
     @post("/{key_id:str}/revoke")
     async def revoke_key(
-        self, request: Request[Any, Any, Any], env_id: FromPath[str], key_id: FromPath[str]
+        self,
+        request: Request[Any, Any, Any],
+        team: NamedDependency[TeamService],
+        env_id: FromPath[str],
+        key_id: FromPath[str],
     ) -> Response[Any]:
         """Revoke a key of this environment (another environment's key is not found)."""
-        async with environment(request, env_id, "manage_keys") as (conn, _):
-            await tenants.revoke_key(conn, env_id, key_id)
+        session = session_of(request)
+        access = await team.environment(session.user_id, env_id, "manage_keys")
+        actor = Actor.user(session.user_id, session.email)
+        await team.revoke_key(access.organisation.id, env_id, key_id, actor)
         return redirect(env_path(env_id, "keys"), notice="key-revoked")
 
 

@@ -3,6 +3,7 @@ time, a page at a time) and the test message form of the topic page."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +33,7 @@ from data_plane.topics.schemas import PublishRequest
 
 PAGE_SIZE = 20
 MAX_DATA_CHARS = 2000  # of a message's data shown in the table
+ONE_LINE_CHARS = 80
 MAX_OFFSET_DIGITS = 18
 
 
@@ -46,10 +48,22 @@ class MessageRow:
     data: str
 
 
+def readable_data(raw: bytes) -> str:
+    """Stored JSON as the browser shows it: as stored when short, indented (one member a line,
+    so it wraps between values, never inside one) when longer than :data:`ONE_LINE_CHARS`."""
+    text = raw.decode(errors="replace")
+    if len(text) <= ONE_LINE_CHARS:
+        return text
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text
+
+
 def message_row(stored: StoredMessage) -> MessageRow:
     """The printable form of a message: data as JSON text, cut to :data:`MAX_DATA_CHARS`."""
     message = stored.message
-    data = bytes(message.value).decode(errors="replace")
+    data = readable_data(bytes(message.value))
     return MessageRow(
         offset=stored.offset,
         timestamp=iso_timestamp(message.timestamp_ms),

@@ -16,8 +16,10 @@ from litestar.response import Redirect, Template
 from litestar.template import TemplateConfig
 
 from control_plane.sessions import session_of
-from tenants.access import ACTIONS, EnvironmentAccess
+from core import settings
+from tenants.access import ACTIONS, EnvironmentAccess, allows
 from tenants.sessions import Session, SessionRequired
+from tenants.team.models import OrganisationAccess
 
 PREFIX = "/dashboard"
 TEMPLATES = Path(__file__).parent / "templates"
@@ -39,8 +41,6 @@ SECURITY_HEADERS = {
 NOTICES = {
     "welcome": "Your organisation is ready. This is the development environment of its default "
     "project: create an API key to start publishing.",
-    "signed-up": "If that email was new, its account and organisation are ready: sign in. If it "
-    "already had an account, sign in with that account's password.",
     "signed-out": "You are signed out.",
     "session-ended": "Your session has ended; sign in again.",
     "key-revoked": "The API key was revoked: requests with it fail within a few seconds.",
@@ -49,6 +49,19 @@ NOTICES = {
     "alert-saved": "The alert endpoint was saved.",
     "alert-deleted": "The alert endpoint was removed: no DLQ alerts are sent until you set one.",
     "message-sent": "The test message was stored at offset {count} of this partition.",
+    "invited": "The invitation was emailed. Its link works once, for 7 days.",
+    "invitation-revoked": "The invitation was revoked: its link no longer works.",
+    "role-changed": "The role was changed.",
+    "member-removed": "The member was removed and signed out everywhere.",
+    "joined": "Welcome: you joined the organisation.",
+    "reset-sent": "If an account uses that email, a link to choose a new password is on its "
+    "way. It works once, for an hour.",
+    "password-reset": "Your new password is set and you are signed in. Every other session of "
+    "your account was signed out.",
+    "topic-updated": "The topic was updated.",
+    "topic-deleted": "The topic was deleted: its name is free now, and its messages are removed "
+    "in the background.",
+    "group-configured": "The consumer group's settings were saved.",
 }
 
 
@@ -86,17 +99,22 @@ def page(
     *,
     status: int = 200,
     access: EnvironmentAccess | None = None,
+    org: OrganisationAccess | None = None,
     headers: dict[str, str] | None = None,
     cookies: list[Cookie] | None = None,
     **context: Any,
 ) -> Template:
-    """A page with what the layout needs: user, CSRF token, environment and role, notice."""
+    """A page with what the layout needs: user, CSRF token, environment (or organisation) and
+    role, notice."""
     session = current_session(request)
+    role = access.role if access else org.role if org else None
     base: dict[str, Any] = {
         "user": session,
         "csrf": session.csrf_token if session else "",
         "access": access,
-        "can": {action: access.allows(action) for action in ACTIONS} if access else {},
+        "org": org,
+        "signup_open": settings.signup_open(),
+        "can": {action: allows(role, action) for action in ACTIONS} if role else {},
         "section": None,
         "notice": notice_of(request),
         "error": None,

@@ -6,6 +6,7 @@ from litestar import Router
 from litestar.static_files import create_static_files_router
 from litestar.types import ControllerRouterHandler
 
+from control_plane.dashboard.accounts import AccountPages
 from control_plane.dashboard.alerts import AlertPages
 from control_plane.dashboard.auth import AuthPages
 from control_plane.dashboard.dlq import DeadLetterPages
@@ -15,6 +16,8 @@ from control_plane.dashboard.invoices import InvoicePages
 from control_plane.dashboard.keys import KeyPages
 from control_plane.dashboard.message_pages import MessagePages
 from control_plane.dashboard.pages import PREFIX, STATIC
+from control_plane.dashboard.team import TeamPages
+from control_plane.dashboard.topic_admin import TopicAdminPages
 from control_plane.dashboard.topics import TopicPages
 from control_plane.dashboard.usage import UsagePages
 
@@ -25,9 +28,12 @@ def dashboard_route_handlers() -> list[ControllerRouterHandler]:
         path="/",
         route_handlers=[
             AuthPages,
+            AccountPages,
             HomePages,
+            TeamPages,
             KeyPages,
             TopicPages,
+            TopicAdminPages,
             DeadLetterPages,
             AlertPages,
             UsagePages,

@@ -6,10 +6,11 @@ from typing import Any
 
 from litestar import Request, Response
 
+from control_plane.dashboard.charts import format_rate, traffic_chart
 from control_plane.dashboard.pages import page
 from control_plane.dashboard.scope import environment
-from control_plane.dashboard.traffic_chart import format_rate, traffic_chart
 from data_plane.topics import overview
+from data_plane.topics.service import LATENCY_CLASSES
 from data_plane.topics.traffic import WINDOWS, TrafficWindow, topic_traffic
 
 SEND_FORM_DEFAULTS = {"data": '{"hello": "world"}', "key": "", "headers": ""}
@@ -28,8 +29,11 @@ async def render_topic(
     status: int = 200,
     error: str | None = None,
     form: dict[str, str] | None = None,
+    settings_error: str | None = None,
+    delete_error: str | None = None,
 ) -> Response[Any]:
-    """The topic page, with the test message form holding what was entered."""
+    """The topic page, with the test message form holding what was entered (and the reason a
+    change of settings or a deletion was refused)."""
     window = window_of(request)
     async with environment(request, env_id) as (conn, access):
         detail = await overview.topic_detail(conn, env_id, topic)
@@ -47,4 +51,7 @@ async def render_topic(
         windows=WINDOWS.values(),
         rate=format_rate,
         send_form=form or SEND_FORM_DEFAULTS,
+        settings_error=settings_error,
+        delete_error=delete_error,
+        latency_classes=LATENCY_CLASSES,
     )

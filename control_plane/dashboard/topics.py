@@ -5,18 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, Request, Response, get, post
+from litestar.di import NamedDependency
 from litestar.params import FromPath
 
-from control_plane.dashboard.charts import lag_chart
+from control_plane.dashboard.group_page import render_group
 from control_plane.dashboard.pages import env_path, field, form_fields, page, redirect
 from control_plane.dashboard.scope import environment
 from control_plane.dashboard.topic_page import render_topic
 from control_plane.errors import status_for
-from control_plane.groups import group_view
-from control_plane.sessions import require_csrf, require_session
+from control_plane.sessions import require_csrf, require_session, session_of
 from core.errors import Conflict, ValidationFailed
+from data_plane.runtime import DataPlane
 from data_plane.topics import overview
 from data_plane.topics import service as topic_service
+from tenants.team.audit import Actor
+from tenants.team.service import TeamService
 
 TOPIC_FORM_DEFAULTS = {
     "name": "",
@@ -57,16 +60,26 @@ class TopicPages(Controller):
 
     @post("/")
     async def create_topic(
-        self, request: Request[Any, Any, Any], env_id: FromPath[str]
+        self,
+        request: Request[Any, Any, Any],
+        team: NamedDependency[TeamService],
+        data_plane: NamedDependency[DataPlane],
+        env_id: FromPath[str],
     ) -> Response[Any]:
         """Create a topic; quota and naming problems are explained on the form."""
         fields = await form_fields(request)
         form = {key: field(fields, key) for key in TOPIC_FORM_DEFAULTS}
+        session = session_of(request)
         try:
-            async with environment(request, env_id, "create_topics") as (conn, access):
-                topic = await topic_service.create_topic(
-                    conn, access.organisation.id, env_id, **parse_topic_form(fields)
-                )
+            access = await team.environment(session.user_id, env_id, "create_topics")
+            options = parse_topic_form(fields)
+            topic = await data_plane.create_topic(
+                access.organisation.id,
+                env_id,
+                options.pop("name"),
+                Actor.user(session.user_id, session.email),
+                **options,
+            )
         except (ValidationFailed, Conflict) as exc:
             return await render_topics(
                 request, env_id, status=status_for(exc), error=exc.message, form=form
@@ -89,21 +102,9 @@ class TopicPages(Controller):
         topic: FromPath[str],
         group: FromPath[str],
     ) -> Response[Any]:
-        """Members, partitions with owner, committed offset and lag, dead letters, lag chart."""
-        async with environment(request, env_id) as (conn, access):
-            detail = await overview.group_detail(conn, env_id, topic, group)
-        view = group_view(detail.state)
-        return page(
-            request,
-            "group.html",
-            access=access,
-            section="topics",
-            group=view,
-            members=detail.state["members"],  # rows, with their heartbeat as a datetime
-            lag=detail.lag,
-            chart=lag_chart(detail.lag),
-            total_lag=sum(partition.lag for partition in view.partitions),
-        )
+        """Members, partitions with owner, committed offset and lag, dead letters, lag chart,
+        settings."""
+        return await render_group(request, env_id, topic, group)
 
 
 async def render_topics(

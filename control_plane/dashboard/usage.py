@@ -10,6 +10,7 @@ from litestar import Controller, Request, Response, get
 from litestar.params import FromPath, QueryParameter
 
 from billing import usage
+from control_plane.dashboard.charts import usage_chart
 from control_plane.dashboard.pages import page
 from control_plane.dashboard.scope import environment
 from control_plane.sessions import require_session
@@ -37,7 +38,13 @@ class UsagePages(Controller):
             )
             report = await usage.usage_report(conn, metered, window)
         return page(
-            request, "usage.html", access=access, section="usage", report=report, month=month
+            request,
+            "usage.html",
+            access=access,
+            section="usage",
+            report=report,
+            month=month,
+            chart=usage_chart(report),
         )
 
 

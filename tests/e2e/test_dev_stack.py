@@ -31,10 +31,17 @@ class DevPorts:
     postgres: int
     redis: int
     s3: int
+    smtp: int
 
     @classmethod
     def pick(cls) -> DevPorts:
-        return cls(free_port_block(), free_port_block(), free_port_block(), free_port_block(8))
+        return cls(
+            free_port_block(),
+            free_port_block(),
+            free_port_block(),
+            free_port_block(8),
+            free_port_block(),
+        )
 
     def env(self, data_dir: Path) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith("QUEUECORE_")}
@@ -45,6 +52,7 @@ class DevPorts:
             "QUEUECORE_DEV_POSTGRES_PORT": str(self.postgres),
             "QUEUECORE_DEV_REDIS_PORT": str(self.redis),
             "QUEUECORE_DEV_S3_PORT": str(self.s3),
+            "QUEUECORE_DEV_SMTP_PORT": str(self.smtp),
             "PYTHONUNBUFFERED": "1",
         }
 

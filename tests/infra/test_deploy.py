@@ -349,3 +349,98 @@ def test_compose_migrates_once_before_the_roles_and_runs_one_beat() -> None:
         assert unknown == set(), name
     assert sum(1 for s in roles.values() if s["command"][0] == "beat") == 1
     assert "deploy" not in roles["beat"]  # no replicas: exactly one
+
+
+# --- the operator's kit: the image, TLS, Compose's secrets and its documented check ------------
+
+OPERATIONS = ROOT / "docs" / "operations.md"
+
+
+def documented(command_start: str) -> str:
+    """The first line of docs/operations.md's code blocks that starts with ``command_start``."""
+    blocks = re.findall(r"```sh\n(.*?)```", OPERATIONS.read_text(), re.S)
+    for block in blocks:
+        for line in block.splitlines():
+            if line.startswith(command_start):
+                return line
+    raise AssertionError(f"docs/operations.md runs no {command_start!r}")
+
+
+def test_the_production_ingress_serves_the_public_url_over_tls(scratch: Path) -> None:
+    docs = rendered("production", scratch)
+    ingress = named(docs, "Ingress", "queuecore")
+    config = named(docs, "ConfigMap", "queuecore-config")["data"]
+    service = named(docs, "Service", "queuecore-api")
+    host = config["QUEUECORE_PUBLIC_URL"].removeprefix("https://").split("/")[0]
+
+    assert config["QUEUECORE_PUBLIC_URL"].startswith("https://")
+    assert ingress["spec"]["tls"] == [{"hosts": [host], "secretName": "queuecore-tls"}]
+    [rule] = ingress["spec"]["rules"]
+    backend = rule["http"]["paths"][0]["backend"]["service"]
+    assert rule["host"] == host and backend["name"] == service["metadata"]["name"]
+    assert backend["port"]["name"] in {p["name"] for p in service["spec"]["ports"]}
+    annotations = ingress["metadata"]["annotations"]
+    assert annotations["nginx.ingress.kubernetes.io/proxy-buffering"] == "off"  # SSE flows
+    assert int(annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"]) > 30  # long-polls
+
+
+def test_the_docs_say_where_the_overlay_names_the_image_to_replace() -> None:
+    kustomization = yaml.safe_load(
+        (KUBERNETES / "overlays" / "production" / "kustomization.yaml").read_text()
+    )
+    [image] = kustomization["images"]
+    text = OPERATIONS.read_text()
+
+    assert f"`{image['newName']}:{image['newTag']}`" in text  # the placeholder, named
+    build = documented("docker build -f infra/deploy/Dockerfile -t registry.")
+    push = documented("docker push ")
+    assert build.split(" -t ")[1].split()[0] == push.split()[-1]  # the image built is pushed
+    assert "images[0].newName" in text
+
+
+def test_compose_has_no_default_secrets_and_says_which_is_missing() -> None:
+    text = (DEPLOY / "compose.yaml").read_text()
+
+    for secret in ("POSTGRES_PASSWORD", "MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD"):
+        uses = re.findall(rf"\$\{{{secret}(:?[-?])([^}}]*)\}}", text)
+        assert uses, secret
+        assert all(op == ":?" and secret in message for op, message in uses), (secret, uses)
+
+
+def test_the_documented_compose_check_passes_and_catches_a_broken_file(tmp_path: Path) -> None:
+    command = documented(".venv/bin/check-jsonschema ")
+    broken = tmp_path / "compose.yaml"
+    doc = compose()
+    doc["services"]["api"]["depends_on"]["migrate"]["condition"] = "service_finished"
+    broken.write_text(yaml.safe_dump(doc))
+
+    ok = subprocess.run(shlex.split(command), cwd=ROOT, capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        shlex.split(command.replace("infra/deploy/compose.yaml", str(broken))),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert bad.returncode != 0 and "service_finished" in bad.stdout + bad.stderr
+
+
+def test_the_spark_standalone_recipe_finds_spark_and_keeps_off_the_apis_port() -> None:
+    home = documented("export SPARK_HOME=")
+    found = subprocess.run(
+        ["bash", "-c", f'{home} && test -x "$SPARK_HOME/bin/spark-class" && echo "$SPARK_HOME"'],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    master = shlex.split(documented('"$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.master'))
+    worker = shlex.split(documented('"$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.worker'))
+
+    assert found.returncode == 0, found.stderr  # spark-class is where the recipe looks
+    ui_ports = {int(a[a.index("--webui-port") + 1]) for a in (master, worker)}
+    assert len(ui_ports) == 2 and 8080 not in ui_ports  # QUEUECORE_HTTP_PORT's default
+    assert f"spark://127.0.0.1:{master[master.index('--port') + 1]}" in worker
+    assert "QUEUECORE_SPARK_MASTER=spark://127.0.0.1:7077 \\" in OPERATIONS.read_text()

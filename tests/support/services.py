@@ -46,6 +46,8 @@ class Services:
             # Webhook receivers in tests listen on 127.0.0.1; a short backoff keeps retries quick.
             "QUEUECORE_WEBHOOKS_ALLOW_PRIVATE": "true",
             "QUEUECORE_WEBHOOK_RETRY_BASE_MS": "500",
+            # A test's server stops at once on SIGTERM; the drain itself is tested with its own value.
+            "QUEUECORE_SHUTDOWN_DRAIN_S": "0",
         }
         if self.s3_endpoint:
             env["QUEUECORE_S3_ENDPOINT_URL"] = self.s3_endpoint

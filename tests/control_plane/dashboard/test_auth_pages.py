@@ -62,7 +62,14 @@ def test_the_printed_dev_url_and_the_bare_server_url_lead_to_the_login_page(
     )
     printed = io.StringIO()
     with redirect_stdout(printed):
-        stack._banner({"QUEUECORE_DATABASE_URL": "postgresql://x"})
+        stack._banner(
+            {
+                "QUEUECORE_DATABASE_URL": "postgresql://x",
+                "QUEUECORE_OBJECT_STORE_URL": "s3://queuecore",
+                "QUEUECORE_REDIS_URL": "redis://x",
+                "QUEUECORE_SMTP_HOST": "127.0.0.1",
+            }
+        )
     match = re.search(r"Dashboard:\s+http://127\.0\.0\.1:8080(\S+)", printed.getvalue())
     assert match, printed.getvalue()
     anonymous = browser()
@@ -80,11 +87,13 @@ def test_sign_up_makes_an_organisation_with_its_owner_project_and_environments(
 ) -> None:
     visitor, email = browser(), unique_email()
     response = visitor.signup("Acme Rockets", email)
-    # The same answer whether or not the email had an account: nothing tells them apart.
-    assert redirect_target(response) == "/dashboard/login?notice=signed-up"
-    assert "qc_session" not in visitor.jar
-    assert "sign in" in text_of(visitor.get(redirect_target(response)))
-    assert redirect_target(visitor.login(email)) == "/dashboard/"
+    # Signed in at once, in the new organisation's development environment.
+    target = redirect_target(response)
+    assert re.fullmatch(r"/dashboard/envs/env_\w+/topics\?notice=welcome", target), target
+    assert "qc_session" in visitor.jar
+    landing = text_of(visitor.get(target))
+    assert "Your organisation is ready" in landing and "Topics" in landing
+    assert 'aria-current="page">development<' in landing.replace("\n", "")
 
     page = visitor.get("/dashboard/")
     assert page.status_code == 200
@@ -132,16 +141,15 @@ def test_sign_up_mistakes_are_explained_on_the_form_and_nothing_is_created(
     assert users_named(services.database_url, email) == 0
 
 
-def test_sign_up_with_a_taken_email_answers_as_for_a_new_one(
+def test_sign_up_with_a_taken_email_says_so_and_signs_nobody_in(
     browser: Callable[[], Browser], org: NewOrganisation, services: Services
 ) -> None:
-    taken = browser().signup("Another", org.owner_email.upper())
-    fresh = browser().signup("Another", unique_email())
-    assert (taken.status_code, redirect_target(taken)) == (
-        fresh.status_code,
-        redirect_target(fresh),
-    )
-    assert "already" not in text_of(taken)
+    visitor = browser()
+    taken = visitor.signup("Another", org.owner_email.upper())
+
+    assert taken.status_code == 409
+    assert "An account with this email exists already" in text_of(taken)
+    assert "qc_session" not in visitor.jar
     assert users_named(services.database_url, org.owner_email) == 1
 
 

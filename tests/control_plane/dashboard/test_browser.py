@@ -16,30 +16,20 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
 from tenants.models import NewOrganisation
+from tests.support.chromium import launched_chromium, patient_context
 from tests.support.invoices import issue, seed_month
-from tests.support.services import Services, unavailable
+from tests.support.services import Services
 from tests.support.tenancy import new_organisation
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
-CHROMIUM = Path("/usr/bin/chromium")  # Debian's; Playwright's own browser download is not used
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-background-networking",
-    "--disable-gpu",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-TIMEOUT_MS = 30_000
 PASSWORD = "a-long-enough-password"
 OWNER_PASSWORD = "correct-horse-battery"  # tests.support.tenancy.new_organisation's
 
@@ -49,29 +39,14 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Browser]:
     """Chromium, headless (skipped on a laptop without it, a failure in CI)."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        unavailable("the playwright package is not installed (make install)")
-    if not CHROMIUM.exists():
-        unavailable(f"{CHROMIUM} is missing (apt-get install chromium)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=120_000
-        )
+    with launched_chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture
 def page(chromium: Browser) -> Iterator[Page]:
     """A fresh browser context (no cookies) and page, with generous timeouts."""
-    from playwright.sync_api import expect
-
-    expect.set_options(timeout=TIMEOUT_MS)
-    context = chromium.new_context()
-    context.set_default_timeout(TIMEOUT_MS)
-    context.set_default_navigation_timeout(2 * TIMEOUT_MS)
+    context = patient_context(chromium)
     yield context.new_page()
     context.close()
 
@@ -102,12 +77,8 @@ def sign_up(page: Page, api: str, email: str) -> None:
     page.get_by_label("Email").fill(email)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Create account").click()
-    # Sign-up never tells whether the email had an account: it leads to signing in.
-    expect(page.get_by_role("status")).to_contain_text("its account and organisation are ready")
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    page.locator("a.env-development").click()
+    # Signed in at once, in the new organisation's development environment.
+    expect(page.get_by_role("status")).to_contain_text("Your organisation is ready")
     expect(page.locator("a.env-development")).to_have_attribute("aria-current", "page")
 
 
@@ -190,12 +161,7 @@ def test_sign_up_key_topic_publish_lag_dead_letter_and_replay_in_a_browser(
 @pytest.fixture
 def page_without_javascript(chromium: Browser) -> Iterator[Page]:
     """Like ``page``, with JavaScript turned off: every console page is plain links and forms."""
-    from playwright.sync_api import expect
-
-    expect.set_options(timeout=TIMEOUT_MS)
-    context = chromium.new_context(java_script_enabled=False)
-    context.set_default_timeout(TIMEOUT_MS)
-    context.set_default_navigation_timeout(2 * TIMEOUT_MS)
+    context = patient_context(chromium, java_script_enabled=False)
     yield context.new_page()
     context.close()
 
@@ -286,8 +252,7 @@ def test_an_invoice_in_a_browser_with_javascript_off(
     # Playwright's sync API runs an event loop in this thread: the set-up runs in another one.
     with ThreadPoolExecutor(1) as pool:
         org, number = pool.submit(invoiced_organisation, services.database_url).result()
-    context = chromium.new_context(java_script_enabled=False)
-    context.set_default_timeout(TIMEOUT_MS)
+    context = patient_context(chromium, java_script_enabled=False)
     page = context.new_page()
     try:
         page.goto(f"{api}/dashboard/login")

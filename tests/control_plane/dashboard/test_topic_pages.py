@@ -137,8 +137,8 @@ def test_the_group_page_draws_the_lag_series(
     page = owner.get(env_url(org, "production", "topics", group.topic, "groups", "workers"))
     assert page.status_code == 200
     svg = page.text.split("<svg", 1)[1].split("</svg>", 1)[0]
-    assert 'role="img"' in svg and "at most 40 messages" in svg
-    points = re.search(r'<polyline class="line" points="([^"]+)"', svg)
+    assert 'role="img"' in svg and ">40</text>" in svg  # the top gridline's label
+    points = re.search(r'<polyline class="line lag" points="([^"]+)"', svg)
     assert points and len(points.group(1).split()) == 3
     heights = [float(pair.split(",")[1]) for pair in points.group(1).split()]
     assert heights[1] < heights[2] < heights[0]  # 40 is drawn highest, 10 lowest

@@ -30,7 +30,9 @@ def test_a_month_shows_its_days_and_totals_from_the_metered_hours(
     assert page.status_code == 200, page.text
     text = text_of(page)
     assert 'data-testid="messages-in">200<' in page.text  # April's 999 is not March's
-    assert "2024-03-03" in text and "2024-03-17" in text and "2024-03-04" not in text
+    table = text.split('data-testid="usage-days"', 1)[1]  # the chart has every day; the table
+    assert "2024-03-03" in table and "2024-03-17" in table and "2024-03-04" not in table
+    assert "2024-03-03 00:00 UTC: 150 in" in text  # the chart's tooltip for the 3rd
     assert "Tier: pro" in text
     empty = owner.get(usage(org, "2023-01"))
     assert 'data-testid="messages-in">0<' in empty.text and "No usage in this month." in text_of(

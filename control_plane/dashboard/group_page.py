@@ -1,0 +1,61 @@
+"""A consumer group's page: members, partitions with owner, committed offset and lag, dead
+letters, the lag chart, and its settings form."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, Response
+
+from control_plane.dashboard.charts import lag_chart
+from control_plane.dashboard.pages import page
+from control_plane.dashboard.scope import environment
+from control_plane.groups import group_view
+from data_plane.groups.schemas import GroupView
+from data_plane.topics import overview
+
+
+def settings_form(view: GroupView) -> dict[str, str]:
+    """The settings form filled with the group's current configuration."""
+    config: dict[str, Any] = view.config
+    dead = config["deadLetter"]
+    threshold = dead["alertThreshold"]
+    return {
+        "start_from": config["startFrom"],
+        "ack_timeout": config["ackTimeout"],
+        "max_in_flight": str(config["maxInFlight"]),
+        "session_timeout": config["sessionTimeout"],
+        "max_retries": str(dead["maxRetries"]),
+        "retry_delay": dead["retryDelay"],
+        "alert_threshold": "" if threshold is None else str(threshold),
+    }
+
+
+async def render_group(
+    request: Request[Any, Any, Any],
+    env_id: str,
+    topic: str,
+    group: str,
+    *,
+    status: int = 200,
+    error: str | None = None,
+    form: dict[str, str] | None = None,
+) -> Response[Any]:
+    """The group page, with the settings form holding what was entered."""
+    async with environment(request, env_id) as (conn, access):
+        detail = await overview.group_detail(conn, env_id, topic, group)
+    view = group_view(detail.state)
+    return page(
+        request,
+        "group.html",
+        status=status,
+        access=access,
+        section="topics",
+        error=error,
+        group=view,
+        members=detail.state["members"],  # rows, with their heartbeat as a datetime
+        lag=detail.lag,
+        chart=lag_chart(detail.lag),
+        total_lag=sum(partition.lag for partition in view.partitions),
+        form=form or settings_form(view),
+    )

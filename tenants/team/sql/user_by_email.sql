@@ -1,0 +1,1 @@
+SELECT id, email FROM users WHERE lower(email) = lower(%(email)s)

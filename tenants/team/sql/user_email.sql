@@ -1,0 +1,1 @@
+SELECT email FROM users WHERE id = %(user_id)s

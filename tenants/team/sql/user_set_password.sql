@@ -1,0 +1,1 @@
+UPDATE users SET password_hash = %(password_hash)s WHERE id = %(user_id)s
