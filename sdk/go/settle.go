@@ -3,6 +3,7 @@ package queuecore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -342,4 +343,66 @@ func min(a, b int) int {
 		return a
 	}
 	return b
+}
+
+// --- the consumer's side ------------------------------------------------------------------
+
+func (cs *Consumer) queueAck(m *Message, wait bool) chan error {
+	stale := cs.settle(m)
+	if stale {
+		return cs.settler.refuse(m.AckID, staleSettle, wait)
+	}
+	return cs.settler.ack(m.AckID, wait)
+}
+
+func (cs *Consumer) queueNack(m *Message, reason string, retryDelay time.Duration, wait bool) chan nackOutcome {
+	if cs.settle(m) {
+		refused := cs.settler.refuse(m.AckID, staleSettle, wait)
+		if refused == nil {
+			return nil
+		}
+		out := make(chan nackOutcome, 1)
+		go func() { out <- nackOutcome{err: <-refused} }()
+		return out
+	}
+	return cs.settler.nack(m.AckID, reason, retryDelay, wait)
+}
+
+// settle marks m settled and no longer held; whether its lease is known to have ended
+// (exactly-once: its ack or nack is then not sent).
+func (cs *Consumer) settle(m *Message) bool {
+	h := cs.holdings
+	h.mu.Lock()
+	stale := h.exactlyOnce && !h.usableLocked(m)
+	h.releaseLocked(m)
+	h.mu.Unlock()
+	m.settled.Store(true)
+	return stale
+}
+
+func (cs *Consumer) urgent(queuedAcks int) bool {
+	cs.holdings.mu.Lock()
+	defer cs.holdings.mu.Unlock()
+	half := cs.holdings.window / 2
+	if half < 1 {
+		half = 1
+	}
+	return queuedAcks >= half
+}
+
+func (cs *Consumer) reportLost(count int, why string) {
+	text := fmt.Sprintf("%d message(s) dropped, %s; the group delivers them again", count, why)
+	cs.report(&Error{Code: "LEASE_EXPIRED", Message: text})
+}
+
+// narrow sets the member's window now (the bytes held went over their bound, or back under).
+func (cs *Consumer) narrow(window int) {
+	if cs.memberID() == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	defer cancel()
+	if err := cs.heartbeat(ctx, cs.memberID(), window); err != nil {
+		cs.report(err)
+	}
 }

@@ -29,6 +29,7 @@ from queuecore import (
 
 from tenants.models import NewOrganisation
 from tests.sdk.conftest import eventually
+from tests.sdk.test_async import never
 from tests.support.http_faults import faulty_proxy
 from tests.support.services import Services
 from tests.support.tenancy import bearer, new_organisation
@@ -40,11 +41,6 @@ pytestmark = pytest.mark.e2e
 def dev(services: Services) -> NewOrganisation:
     """A fresh Developer organisation: 100 publish and 50 consume requests a second per key."""
     return new_organisation(services.database_url, tier="developer")
-
-
-def never(method: str, path: str) -> bool:
-    """Spoil nothing: the proxy only counts."""
-    return False
 
 
 def requests_to(received: list[tuple[str, str]], suffix: str) -> int:

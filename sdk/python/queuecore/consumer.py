@@ -19,7 +19,6 @@ its messages to this member; they come back after the ack timeout as ``attempt +
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import math
@@ -31,6 +30,11 @@ from typing import Any, Callable
 
 import httpx
 
+from queuecore._aio import END as _END
+from queuecore._aio import STOPPED as _STOPPED
+from queuecore._aio import call as _call
+from queuecore._aio import next_chunk as _next
+from queuecore._aio import wait_for_event as _wait_for_event
 from queuecore._flow import Holdings
 from queuecore._http import Transport, backoff_s
 from queuecore._membership import MembershipMixin
@@ -58,8 +62,6 @@ _TRANSIENT = (APIConnectionError, ServerError, RateLimited)
 _NO_STREAM = frozenset({405, 406, 501})
 
 Callback = Callable[..., Any]
-_STOPPED = object()  # what a wait interrupted by stop() gives instead of a result
-_END = object()  # the end of a stream
 
 
 class _Machinery:
@@ -576,31 +578,6 @@ class AsyncConsumer(MembershipMixin):
 
 
 _STALE = "its lease had ended before the ack or nack (the message is delivered again)"
-
-
-async def _next(chunks: AsyncIterator[str]) -> Any:
-    """The next chunk, or :data:`_END`."""
-    try:
-        return await chunks.__anext__()
-    except StopAsyncIteration:
-        return _END
-
-
-async def _call(callback: Callback, *args: Any) -> Any:
-    """Call a plain function or a coroutine function alike."""
-    result = callback(*args)
-    if inspect.isawaitable(result):
-        return await result
-    return result
-
-
-async def _wait_for_event(event: asyncio.Event, timeout_s: float) -> bool:
-    """Wait up to ``timeout_s`` for ``event``; whether it is set."""
-    try:
-        await asyncio.wait_for(event.wait(), timeout_s)
-    except asyncio.TimeoutError:
-        return False
-    return True
 
 
 def _no_stream(exc: QueueCoreError) -> bool:

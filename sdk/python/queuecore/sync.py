@@ -460,10 +460,9 @@ class QueueCore:
         """Publish one message (any JSON value); answered once it is durable.
 
         Calls made meanwhile from other threads go in the same batch request."""
-        sent = self._async.publish(
+        return self.publish_nowait(
             topic, data, key=key, headers=headers, idempotency_key=idempotency_key
-        )
-        return self._loop.run(sent)
+        ).result()
 
     def publish_nowait(
         self,
