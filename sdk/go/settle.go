@@ -168,6 +168,9 @@ func (s *settler) fire() {
 func (s *settler) flush(paced bool) {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
+	if wait := time.Until(s.lastStart.Add(minSettleInterval)); paced && wait > 0 {
+		time.Sleep(wait) // what is queued meanwhile goes in this flush too
+	}
 	s.mu.Lock()
 	if s.pendingLocked() == 0 {
 		s.mu.Unlock()
@@ -176,9 +179,6 @@ func (s *settler) flush(paced bool) {
 	acks, refused, nacks, extends := s.acks, s.refused, s.nacks, s.extends
 	s.acks, s.refused, s.nacks, s.extends = nil, nil, nil, nil
 	s.mu.Unlock()
-	if wait := time.Until(s.lastStart.Add(minSettleInterval)); paced && wait > 0 {
-		time.Sleep(wait)
-	}
 	s.lastStart = time.Now()
 	s.sendAcks(acks, refused)
 	s.sendNacks(nacks)
