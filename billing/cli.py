@@ -1,7 +1,8 @@
 """``queuecore billing …``: issue a month's invoices, or a credit note, printing JSON.
 
-The same services as the Celery task and the API, on one autocommit connection to
-``QUEUECORE_DATABASE_URL`` (each document is issued in its own transaction). A domain error
+The same service as the Celery task and the API (:class:`billing.service.Billing`), on
+autocommit connections to ``QUEUECORE_DATABASE_URL`` (each document is issued in its own
+transaction). A domain error
 prints one line on stderr and exits 1. Services are imported inside the commands, so building
 the ``queuecore`` parser stays cheap.
 """
@@ -9,18 +10,19 @@ the ``queuecore`` parser stays cheap.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from core.errors import QueueCoreError
 
 if TYPE_CHECKING:
-    from core.db import Conn
+    from billing.service import Billing
 
-Command = Callable[[argparse.Namespace, "Conn"], Awaitable[dict[str, Any]]]
+Command = Callable[[argparse.Namespace, "Billing"], Coroutine[Any, Any, dict[str, Any]]]
 
 
 def add_billing_parser(sub: Any) -> None:
@@ -43,22 +45,20 @@ def add_billing_parser(sub: Any) -> None:
     )
 
 
-async def _issue(args: argparse.Namespace, conn: Conn) -> dict[str, Any]:
+async def _issue(args: argparse.Namespace, billing: Billing) -> dict[str, Any]:
     from billing import invoicing
 
     now = datetime.now(UTC)
     month = invoicing.parse_month(args.month) if args.month else invoicing.previous_month(now)
-    report = await invoicing.issue_month(conn, month, now, organisation_id=args.org)
+    report = await billing.issue_month(month, now, organisation_id=args.org)
     return report.as_dict()
 
 
-async def _credit(args: argparse.Namespace, conn: Conn) -> dict[str, Any]:
+async def _credit(args: argparse.Namespace, billing: Billing) -> dict[str, Any]:
     import msgspec
 
-    from billing import invoicing
-
-    note = await invoicing.issue_credit_note(
-        conn, args.number, args.reason, datetime.now(UTC), amount_cents=args.amount_cents
+    note = await billing.credit_note(
+        args.number, args.reason, datetime.now(UTC), amount_cents=args.amount_cents
     )
     return dict(msgspec.to_builtins(note))
 
@@ -68,11 +68,13 @@ COMMANDS: dict[str, Command] = {"issue-invoices": _issue, "credit-note": _credit
 
 def run(args: argparse.Namespace) -> int:
     """Run the chosen ``billing`` sub-command; settings errors propagate (exit 2 upstream)."""
-    from core.worker import run_connected
+    from billing.service import Billing
+    from core import settings
+    from core.db import Connector
 
     command = COMMANDS[args.billing_command]
     try:
-        output = run_connected(lambda conn: command(args, conn))
+        output = asyncio.run(command(args, Billing(Connector(settings.database().url))))
     except QueueCoreError as exc:
         print(f"queuecore billing: {exc.code}: {exc.message}", file=sys.stderr)
         return 1

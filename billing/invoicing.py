@@ -16,8 +16,8 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from billing import invoice_queries as q
 from billing import plans
+from billing import queries as q
 from billing.invoice_lines import EnvironmentUsage, PricedLine, invoice_number, priced_lines
 from billing.invoice_schemas import InvoiceLineView, InvoiceList, InvoiceSummary, InvoiceView
 from billing.plans import BillableUsage
@@ -377,9 +377,7 @@ def _credit_row(description: str, amount_cents: int) -> dict[str, Any]:
 
 
 async def _invoice_id(conn: Conn, number: str) -> str:
-    row = await (
-        await conn.execute("SELECT id FROM invoices WHERE number = %(n)s", {"n": number})
-    ).fetchone()
+    row = await (await conn.execute(q.SELECT_INVOICE_ID, {"number": number})).fetchone()
     if row is None:
         raise InvoiceNotFound(f"No invoice {number!r}.", number=number)
     return str(row["id"])

@@ -7,6 +7,8 @@ from typing import Literal
 
 import msgspec
 
+from tenants.tiers import Limits
+
 Granularity = Literal["hour", "day"]
 
 
@@ -41,17 +43,9 @@ class UsageBucket(UsageAmounts, rename="camel", kw_only=True):
     start: datetime
 
 
-class TierLimits(msgspec.Struct, rename="camel"):
-    """The organisation's effective limits (``tenants.tiers.Limits``), for context."""
-
-    publish_per_s: int
-    consume_per_s: int
-    admin_per_s: int
-    max_topics: int
-    max_partitions: int
-    max_retention_s: int
-    max_message_bytes: int
-    max_batch_messages: int
+class TierLimits(Limits, frozen=True):
+    """The organisation's effective limits, for context: ``tenants.tiers.Limits`` by the name
+    the usage report has always given them."""
 
 
 class TierView(msgspec.Struct, rename="camel"):

@@ -1,29 +1,32 @@
 """Celery tasks of billing: the storage sampler (beat, every 5 min) and invoicing (hourly).
 
-A thin shell around :func:`billing.usage.sample_storage`, on a fresh autocommit connection from
-the same settings the API uses (as :mod:`data_plane.tasks`). Idempotent: a second run in the same
+Thin shells around the billing service (:class:`billing.service.Billing`), on fresh autocommit
+connections from the same settings the API uses (as :mod:`data_plane.tasks`). Idempotent: a second run in the same
 5-minute slot adds no sample. The usage aggregation job's task is
 ``spark_pipelines.run_usage_aggregation``.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from celery import shared_task
 
-from billing import invoicing, usage
-from core.worker import run_connected, send_task
+from billing import invoicing
+from billing.service import Billing
+from core import settings
+from core.db import Connector
+from core.worker import send_task
 
-Result = TypeVar("Result")
 ROLLUP_TASK = "spark_pipelines.run_usage_aggregation"
 
 
 @shared_task(name="billing.sample_storage")
 def sample_storage(environment_id: str | None = None) -> dict[str, int]:
     """Add this slot's sample of every environment's stored bytes to its hourly usage."""
-    sampled = run_connected(lambda conn: usage.sample_storage(conn, environment_id=environment_id))
+    sampled = asyncio.run(billing().sample_storage(environment_id))
     return {"environmentsSampled": sampled}
 
 
@@ -45,9 +48,12 @@ def issue_invoices(
     _, until = invoicing.month_bounds(datetime(target.year, target.month, 1, tzinfo=UTC))
     if month is None and moment < until + timedelta(seconds=invoicing.ISSUE_AFTER_S):
         return {"month": f"{target:%Y-%m}", "skipped": "the month may not be invoiced yet"}
-    report = run_connected(
-        lambda conn: invoicing.issue_month(conn, target, moment, organisation_id=organisation_id)
-    )
+    report = asyncio.run(billing().issue_month(target, moment, organisation_id))
     if report.waiting:  # usage changed after the rollup's last run: have it recompute the month
         send_task(ROLLUP_TASK, kwargs={"month": f"{target:%Y-%m}"}, ignore_result=True)
     return report.as_dict()
+
+
+def billing() -> Billing:
+    """The billing service on fresh connections to the configured database."""
+    return Billing(Connector(settings.database().url))

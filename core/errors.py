@@ -1,7 +1,7 @@
 """Error types shared by every domain package.
 
 Errors carry a stable ``code`` and their data; whether one is the client's fault or the server's
-is its base class. ``control_plane.errors`` maps them to HTTP in one place.
+is its base class. ``control_plane.edge.errors`` maps them to HTTP in one place.
 """
 
 from __future__ import annotations

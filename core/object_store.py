@@ -1,15 +1,15 @@
 """Object storage: the :class:`ObjectStore` interface and its S3 implementation.
 
-The same code talks to AWS S3, MinIO and SeaweedFS; only the endpoint and credentials differ.
-Deletes and listings go through boto3 (in threads); the hot paths' PUTs and ranged GETs go
-through the asyncio client of :mod:`core.s3_http`, which costs a tenth of the CPU and blocks no
-thread. :class:`MeteredObjectStore` wraps any store with a duration histogram and an error
+One implementation, chosen by ``QUEUECORE_OBJECT_STORE_URL`` (``s3://bucket/prefix``), talks to
+AWS S3, MinIO and SeaweedFS alike; only the endpoint and credentials differ. The hot paths' PUTs
+and ranged GETs go through the asyncio client of :mod:`core.s3_http` (a tenth of boto3's CPU, no
+thread blocked; small PUTs from ``QUEUECORE_S3_PUT_THREADS`` threads when set); deletes, listings
+and the synchronous calls of the Spark jobs go through boto3. :class:`MeteredObjectStore` wraps any store with a duration histogram and an error
 counter per operation; the processes build their stores wrapped (:func:`metered_store`).
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -137,10 +137,10 @@ def ensure_bucket(
 class S3ObjectStore:
     """:class:`ObjectStore` on any S3-compatible server; keys live under the configured prefix."""
 
-    client: Any
+    client: Any  # boto3
+    http: S3HttpClient
     bucket: str
     prefix: str = ""
-    http: S3HttpClient | None = None
 
     @classmethod
     def from_settings(cls, settings: ObjectStoreSettings) -> S3ObjectStore:
@@ -158,8 +158,9 @@ class S3ObjectStore:
             SigV4Signer(settings.region, credentials_provider(settings)),
             connect_timeout_s=settings.connect_timeout_ms / 1000,
             request_timeout_s=settings.request_timeout_ms / 1000,
+            put_threads=settings.put_threads,
         )
-        return cls(client=client, bucket=settings.bucket, prefix=settings.prefix, http=http)
+        return cls(client=client, http=http, bucket=settings.bucket, prefix=settings.prefix)
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -170,15 +171,10 @@ class S3ObjectStore:
 
     async def put_async(self, key: str, data: bytes) -> None:
         """Store ``data`` under ``key`` without blocking the event loop."""
-        if self.http is None:  # built from a bare boto3 client
-            await asyncio.to_thread(self.put, key, data)
-        else:
-            await self.http.put_object(self.bucket, self._key(key), data)
+        await self.http.put_object(self.bucket, self._key(key), data)
 
     async def get_async(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         """Read without blocking the event loop; a missing key is :class:`ObjectNotFound`."""
-        if self.http is None:  # built from a bare boto3 client
-            return await asyncio.to_thread(self.get, key, start, end)
         try:
             return await self.http.get_object(self.bucket, self._key(key), start, end)
         except S3RequestFailed as exc:

@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from urllib.parse import quote, urlsplit
 
-from core import settings
-
 CONNECT_TIMEOUT_S = 2.0
 REQUEST_TIMEOUT_S = 5.0  # per attempt; a timeout is not retried (docs/faults.md)
 MAX_IDLE_CONNECTIONS = 16
@@ -263,7 +261,7 @@ class S3HttpClient:
         *,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         request_timeout_s: float = REQUEST_TIMEOUT_S,
-        put_threads: int | None = None,
+        put_threads: int = 0,
     ) -> None:
         self.endpoint = endpoint
         self.signer = signer
@@ -274,8 +272,7 @@ class S3HttpClient:
         self._tls = ssl.create_default_context() if endpoint.scheme == "https" else None
         self._idle_blocking: list[_BlockingConnection] = []
         self._threads: ThreadPoolExecutor | None = None
-        # QUEUECORE_S3_PUT_THREADS; 0 sends PUTs from the event loop, as GETs are
-        self.put_threads = settings.s3_put_threads() if put_threads is None else put_threads
+        self.put_threads = put_threads  # 0: PUTs go from the event loop, as GETs do
 
     async def put_object(self, bucket: str, key: str, data: bytes) -> None:
         """Store ``data`` as ``bucket/key``; raises :class:`S3RequestFailed` or ``OSError``.

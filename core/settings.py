@@ -9,9 +9,10 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar, cast
 from urllib.parse import unquote, urlsplit
 
 PREFIX = "QUEUECORE_"
@@ -95,6 +96,24 @@ def _url(name: str, value: str, schemes: tuple[str, ...]) -> str:
     return value
 
 
+Loader = TypeVar("Loader", bound=Callable[[], Any])
+_LOADERS: list[Any] = []
+
+
+def _cached(loader: Loader) -> Loader:
+    """A settings group of the process: read from the environment once, then kept (a new
+    loader needs nothing else: :func:`clear_caches` finds it here)."""
+    cached = functools.cache(loader)
+    _LOADERS.append(cached)
+    return cast(Loader, cached)
+
+
+def clear_caches() -> None:
+    """Forget every cached settings group (tests change the environment)."""
+    for loader in _LOADERS:
+        loader.cache_clear()
+
+
 @dataclass(frozen=True, slots=True)
 class DatabaseSettings:
     """PostgreSQL connection (``QUEUECORE_DATABASE_URL``) and pool sizing."""
@@ -129,6 +148,7 @@ class ObjectStoreSettings:
     region: str
     connect_timeout_ms: int = 2_000
     request_timeout_ms: int = 5_000  # per attempt; a stalled S3 fails fast (docs/faults.md)
+    put_threads: int = 0  # small segment PUTs from threads instead of the event loop
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ObjectStoreSettings:
@@ -152,6 +172,7 @@ class ObjectStoreSettings:
             region=_env("S3_REGION", "us-east-1", env) or "us-east-1",
             connect_timeout_ms=_int("S3_CONNECT_TIMEOUT_MS", 2_000, 50, 60_000, env),
             request_timeout_ms=_int("S3_REQUEST_TIMEOUT_MS", 5_000, 100, 600_000, env),
+            put_threads=_int("S3_PUT_THREADS", 0, 0, 64, env),
         )
 
 
@@ -187,6 +208,56 @@ class HttpSettings:
             port=port,
             workers=_int("HTTP_WORKERS", 2, 1, 64, env),
             public_url=_env("PUBLIC_URL", default_public, env) or default_public,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSettings:
+    """The Kafka protocol listener of ``queuecore serve`` (docs/kafka.md); port 0 is off."""
+
+    host: str
+    port: int
+    advertised_host: str
+    advertised_port: int
+    tls_port: int
+    tls_cert: str | None
+    tls_key: str | None
+    max_request_bytes: int
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any Kafka listener runs."""
+        return self.port > 0 or self.tls_enabled
+
+    @property
+    def tls_enabled(self) -> bool:
+        """Whether the SASL_SSL listener runs (a certificate is configured)."""
+        return self.tls_cert is not None and self.tls_port > 0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> KafkaSettings:
+        """Read and validate."""
+        host = _env("KAFKA_HOST", None, env) or _env("HTTP_HOST", "127.0.0.1", env) or "127.0.0.1"
+        port = _int("KAFKA_PORT", 0, 0, 65535, env)
+        cert, key = _env("KAFKA_TLS_CERT", None, env), _env("KAFKA_TLS_KEY", None, env)
+        for name, path in (("KAFKA_TLS_CERT", cert), ("KAFKA_TLS_KEY", key)):
+            if path is not None and not Path(path).is_file():
+                raise SettingsError(PREFIX + name, f"no such file: {path}")
+        if (cert is None) != (key is None):
+            raise SettingsError(
+                PREFIX + "KAFKA_TLS_KEY", "set both KAFKA_TLS_CERT and KAFKA_TLS_KEY"
+            )
+        default_advertised = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        return cls(
+            host=host,
+            port=port,
+            advertised_host=_env("KAFKA_ADVERTISED_HOST", default_advertised, env)
+            or default_advertised,
+            advertised_port=_int("KAFKA_ADVERTISED_PORT", port, 0, 65535, env),
+            tls_port=_int("KAFKA_TLS_PORT", 9093 if cert else 0, 0, 65535, env),
+            tls_cert=cert,
+            tls_key=key,
+            max_request_bytes=_int("KAFKA_MAX_REQUEST_BYTES", 100 * MiB, 1 * MiB, 1024 * MiB, env),
         )
 
 
@@ -328,43 +399,49 @@ class WebhookSettings:
         )
 
 
-@functools.cache
+@_cached
 def database() -> DatabaseSettings:
     """The process's database settings."""
     return DatabaseSettings.from_env()
 
 
-@functools.cache
+@_cached
 def object_store() -> ObjectStoreSettings:
     """The process's object store settings."""
     return ObjectStoreSettings.from_env()
 
 
-@functools.cache
+@_cached
 def redis() -> RedisSettings:
     """The process's Redis settings."""
     return RedisSettings.from_env()
 
 
-@functools.cache
+@_cached
 def http() -> HttpSettings:
     """The process's HTTP settings."""
     return HttpSettings.from_env()
 
 
-@functools.cache
+@_cached
+def kafka() -> KafkaSettings:
+    """The process's Kafka listener settings."""
+    return KafkaSettings.from_env()
+
+
+@_cached
 def logs() -> LogSettings:
     """The process's log settings."""
     return LogSettings.from_env()
 
 
-@functools.cache
+@_cached
 def telemetry() -> TelemetrySettings:
     """The process's telemetry settings."""
     return TelemetrySettings.from_env()
 
 
-@functools.cache
+@_cached
 def webhooks() -> WebhookSettings:
     """The process's outgoing-webhook settings."""
     return WebhookSettings.from_env()
@@ -404,13 +481,13 @@ class WriterSettings:
         return ms / 1000
 
 
-@functools.cache
+@_cached
 def shutdown() -> ShutdownSettings:
     """The process's shutdown settings."""
     return ShutdownSettings.from_env()
 
 
-@functools.cache
+@_cached
 def writer() -> WriterSettings:
     """The process's writer settings."""
     return WriterSettings.from_env()
@@ -428,7 +505,7 @@ class MeterSettings:
         return cls(_int("USAGE_FLUSH_S", 5, 1, 300))
 
 
-@functools.cache
+@_cached
 def meter() -> MeterSettings:
     """The process's meter settings."""
     return MeterSettings.from_env()
@@ -475,7 +552,7 @@ def _partitions(raw: str) -> int:
     return value
 
 
-@functools.cache
+@_cached
 def spark() -> SparkSettings:
     """The process's Spark settings."""
     return SparkSettings.from_env()
@@ -501,7 +578,7 @@ class CompactionSettings:
         )
 
 
-@functools.cache
+@_cached
 def compaction() -> CompactionSettings:
     """The process's compaction settings."""
     return CompactionSettings.from_env()
@@ -510,7 +587,7 @@ def compaction() -> CompactionSettings:
 DEFAULT_READ_CACHE_MAX_BYTES = 256 * MiB
 
 
-@functools.cache
+@_cached
 def read_cache_max_bytes() -> int:
     """``QUEUECORE_READ_CACHE_MAX_BYTES`` (default 256 MiB; 0 turns the cache off)."""
     return _int("READ_CACHE_MAX_BYTES", DEFAULT_READ_CACHE_MAX_BYTES, 0, 1 << 40)
@@ -519,7 +596,7 @@ def read_cache_max_bytes() -> int:
 DEFAULT_ORPHAN_GRACE_S = 15 * 60
 
 
-@functools.cache
+@_cached
 def orphan_grace_s() -> int:
     """``QUEUECORE_ORPHAN_GRACE_S``: how old an unreferenced object must be to be deleted."""
     return _int("ORPHAN_GRACE_S", DEFAULT_ORPHAN_GRACE_S, 0, 30 * 86_400)
@@ -550,32 +627,10 @@ class GreptimeSettings:
         )
 
 
-@functools.lru_cache(maxsize=1)
+@_cached
 def greptime() -> GreptimeSettings:
     """The GreptimeDB row-series settings of this process."""
     return GreptimeSettings.from_env()
-
-
-def clear_caches() -> None:
-    """Forget cached settings (tests change the environment)."""
-    for loader in (
-        database,
-        object_store,
-        redis,
-        http,
-        logs,
-        telemetry,
-        webhooks,
-        writer,
-        shutdown,
-        meter,
-        spark,
-        compaction,
-        read_cache_max_bytes,
-        orphan_grace_s,
-        greptime,
-    ):
-        loader.cache_clear()
 
 
 # --- latency triage and the writer's phase timings (appended as one block) ---------------------
@@ -599,29 +654,39 @@ class TriageSettings:
         )
 
 
-@functools.cache
+@_cached
 def triage() -> TriageSettings:
     """The process's triage settings."""
     return TriageSettings.from_env()
 
 
-@functools.cache
-def s3_put_threads() -> int:
-    """``QUEUECORE_S3_PUT_THREADS``: threads sending small segment PUTs (0, the default: none)."""
-    return _int("S3_PUT_THREADS", 0, 0, 64)
+@dataclass(frozen=True, slots=True)
+class DataPlaneSettings:
+    """What a process's data plane is built with: its constructor reads no setting itself."""
 
+    database_url: str
+    writer: WriterSettings
+    triage: TriageSettings
+    greptime: GreptimeSettings
+    webhooks: WebhookSettings
+    read_cache_max_bytes: int
+    traffic_flush_s: int  # how often the per-topic traffic counters are written
+    orphan_grace_s: int
 
-_clear_caches_before_triage = clear_caches
+    @classmethod
+    def from_env(cls) -> DataPlaneSettings:
+        """The process's settings for its data plane."""
+        return cls(
+            database_url=database().url,
+            writer=writer(),
+            triage=triage(),
+            greptime=greptime(),
+            webhooks=webhooks(),
+            read_cache_max_bytes=read_cache_max_bytes(),
+            traffic_flush_s=meter().flush_s,
+            orphan_grace_s=orphan_grace_s(),
+        )
 
-
-def clear_caches() -> None:  # type: ignore[no-redef]  # extended, so merges stay appends
-    """Forget cached settings (tests change the environment)."""
-    _clear_caches_before_triage()
-    triage.cache_clear()
-    s3_put_threads.cache_clear()
-
-
-# --- teams: outgoing email and public sign-up (appended as one block) --------------------------
 
 SMTP_SECURITY = ("starttls", "tls", "none")
 DEFAULT_SENDER = "QueueCore <queuecore@localhost>"
@@ -666,24 +731,14 @@ class MailSettings:
         )
 
 
-@functools.cache
+@_cached
 def mail() -> MailSettings:
     """The process's outgoing-email settings."""
     return MailSettings.from_env()
 
 
-@functools.cache
+@_cached
 def signup_open() -> bool:
     """``QUEUECORE_SIGNUP``: whether anyone may create an account and organisation on the
     dashboard (true, the default); invitations work either way."""
     return _bool("SIGNUP", True)
-
-
-_clear_caches_before_teams = clear_caches
-
-
-def clear_caches() -> None:  # type: ignore[no-redef]  # extended, so merges stay appends
-    """Forget cached settings (tests change the environment)."""
-    _clear_caches_before_teams()
-    mail.cache_clear()
-    signup_open.cache_clear()

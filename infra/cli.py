@@ -24,10 +24,11 @@ def _serve(args: argparse.Namespace) -> int:
     settings.meter()
     settings.mail()  # invitations and password resets (core.mail)
     settings.signup_open()
+    settings.kafka()
     stop = settings.shutdown()
     workers = args.workers or http.workers
     uvicorn.run(
-        "control_plane.app:create_server_app",
+        "infra.serve:create_server_app",  # the HTTP app with the Kafka listener beside it
         factory=True,
         host=http.host,
         port=http.port,
@@ -36,7 +37,7 @@ def _serve(args: argparse.Namespace) -> int:
         access_log=False,
         proxy_headers=True,
         timeout_graceful_shutdown=stop.timeout_s,  # counted from the drain's end (shutdown.py)
-        http="control_plane.http_limits:BoundedHttpToolsProtocol",  # bounded request heads
+        http="control_plane.edge.http_limits:BoundedHttpToolsProtocol",  # bounded request heads
     )
     return 0
 

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 import psutil
 import psycopg
 
+from core.db import connect
 from core.settings import PREFIX, DevStackSettings, HttpSettings
 from infra.embedded import (
     HOST,
@@ -49,6 +50,7 @@ from infra.embedded import (
 from infra.mailsink import MailSink, ReceivedMail
 
 BUCKET = "queuecore"
+DEV_KAFKA_PORT = 9092  # QUEUECORE_KAFKA_PORT in the dev stack (0 turns the listener off)
 RESTART_BASE_S = 1.0
 RESTART_MAX_S = 30.0
 STABLE_AFTER_S = 60.0  # a child that ran this long restarts from the base backoff again
@@ -184,7 +186,7 @@ class DevStack:
             )
             env.pop(PREFIX + "DATABASE_URL")
         elif env.get(PREFIX + "DATABASE_URL"):  # fail before starting anything else
-            psycopg.connect(env[PREFIX + "DATABASE_URL"], connect_timeout=3).close()
+            connect(env[PREFIX + "DATABASE_URL"], connect_timeout_s=3).close()
         if not env.get(PREFIX + "DATABASE_URL"):
             pg = EmbeddedPostgres(data / "postgres", self.logs, self.dev.postgres_port)
             self._start(pg)
@@ -202,6 +204,7 @@ class DevStack:
             env.update(self._start_mail_sink())
         # A developer's alert receiver listens on this machine; production refuses such URLs.
         env.setdefault(PREFIX + "WEBHOOKS_ALLOW_PRIVATE", "true")
+        env.setdefault(PREFIX + "KAFKA_PORT", str(DEV_KAFKA_PORT))  # Kafka clients, as on a broker
         from infra import migrate
 
         migrate.apply(env[PREFIX + "DATABASE_URL"])
@@ -219,6 +222,9 @@ class DevStack:
 
     def _check_ports(self, env: dict[str, str]) -> None:
         require_free(self.http.port, PREFIX + "HTTP_PORT")
+        kafka_port = int(env.get(PREFIX + "KAFKA_PORT") or DEV_KAFKA_PORT)
+        if kafka_port:
+            require_free(kafka_port, PREFIX + "KAFKA_PORT")
         if not env.get(PREFIX + "DATABASE_URL") or self._is_own_database(
             env.get(PREFIX + "DATABASE_URL")
         ):
@@ -362,6 +368,7 @@ def banner_lines(
         f"  API:        {base}/v1",
         f"  API docs:   {base}/schema",
         f"  Health:     {base}/readyz",
+        *_kafka_lines(env),
         f"  PostgreSQL: {database}",
         f"  S3:         endpoint {endpoint}, bucket {urlsplit(objects).netloc} ({objects})",
         f"  Redis:      {env[PREFIX + 'REDIS_URL']}",
@@ -371,6 +378,7 @@ def banner_lines(
         "Ports (set these before `make dev` to move them):",
         f"  {PREFIX}HTTP_PORT={http.port} {PREFIX}DEV_POSTGRES_PORT={dev.postgres_port} "
         f"{PREFIX}DEV_REDIS_PORT={dev.redis_port}",
+        f"  {PREFIX}KAFKA_PORT={env.get(PREFIX + 'KAFKA_PORT', '0')} (0: no Kafka listener)",
         f"  {PREFIX}DEV_S3_PORT={dev.s3_port} (and the 7 after it) "
         f"{PREFIX}DEV_SMTP_PORT={dev.smtp_port}",
         "",
@@ -384,6 +392,17 @@ def banner_lines(
         f"    {PREFIX}S3_ENDPOINT_URL={endpoint} {cli} spark compaction",
         "",
         "Press Ctrl-C to stop.",
+    ]
+
+
+def _kafka_lines(env: dict[str, str]) -> list[str]:
+    """Where Kafka clients connect, when the listener is on."""
+    port = env.get(PREFIX + "KAFKA_PORT", "0")
+    if port == "0":
+        return []
+    return [
+        f"  Kafka:      {HOST}:{port}   (SASL_PLAINTEXT, mechanism PLAIN: any username, an API "
+        "key as the password; docs/kafka.md)"
     ]
 
 

@@ -8,6 +8,7 @@ running and the next start finds only stale files, which it clears.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import importlib.util
@@ -296,18 +297,16 @@ class EmbeddedPostgres(EmbeddedService):
             pid_file.unlink()
 
     def _accepts(self) -> bool:
-        import psycopg
+        from core.db import connect
 
-        with psycopg.connect(
-            f"postgresql://postgres@{HOST}:{self.port}/postgres", connect_timeout=2
-        ):
+        with connect(f"postgresql://postgres@{HOST}:{self.port}/postgres", connect_timeout_s=2):
             return True
 
     def _create_database(self) -> None:
-        import psycopg
+        from core.db import connect
 
         admin = f"postgresql://postgres@{HOST}:{self.port}/postgres"
-        with psycopg.connect(admin, autocommit=True) as conn:
+        with connect(admin, autocommit=True) as conn:
             exists = conn.execute(
                 "SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)
             ).fetchone()
@@ -427,13 +426,9 @@ class EmbeddedRedis(EmbeddedService):
         wait_until(self._pong, timeout_s, self.name, self.process, self.log_path)
 
     def _pong(self) -> bool:
-        import redis
+        from core.redis_client import ping
 
-        client = redis.Redis.from_url(self.url, socket_timeout=2)
-        try:
-            return bool(client.ping())
-        finally:
-            client.close()
+        return asyncio.run(ping(self.url))
 
 
 def _uid(user: str | None) -> int | None:

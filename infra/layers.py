@@ -3,6 +3,14 @@
 Run ``python -m infra.layers`` to print the graph and any violation. A node is a top-level
 package, except that Celery task modules (``<package>.tasks``) are nodes of their own: they are
 edges of the system, as the controllers are, though they live beside the domain they serve.
+
+One level down, inside every package and sub-package, its children (modules and sub-packages)
+must import each other without a cycle either (:func:`child_cycles`): a ring of sub-packages is
+a ring of responsibilities, whatever the layers around them allow.
+
+And the edges (``control_plane`` and every Celery task module) go through the services' doors:
+none imports a part of the data plane other than its service API (``data_plane.service``) or
+opens a database connection itself (:func:`door_violations`).
 """
 
 from __future__ import annotations
@@ -23,7 +31,8 @@ RANKS: dict[str, int] = {
     "tenants": 2,  # domain
     "data_plane": 2,
     "billing": 2,
-    "control_plane": 3,  # edges: HTTP, Celery tasks, Spark jobs
+    "control_plane": 3,  # edges: HTTP, the Kafka listener, Celery tasks, Spark jobs
+    "kafka_protocol": 3,
     "tasks": 3,
     "spark_pipelines": 3,
     "infra": 4,  # entry points: CLI, Celery app, dev stack
@@ -135,6 +144,86 @@ def cycles(found: Iterable[Import]) -> list[list[str]]:
     return result
 
 
+def packages(root: Path = ROOT) -> list[str]:
+    """Every package and sub-package of the project (a folder with ``__init__.py``)."""
+    found = []
+    for package in PACKAGES:
+        for init in sorted((root / package).rglob("__init__.py")):
+            found.append(module_name(init, root))
+    return found
+
+
+def child_of(package: str, module: str, children: set[str]) -> str | None:
+    """The child of ``package`` that ``module`` is or lies in; a name the package's own
+    ``__init__`` defines counts as the package's ``__init__``. None outside the package."""
+    if not module.startswith(package + "."):
+        return None
+    head = f"{package}.{module[len(package) + 1 :].split('.')[0]}"
+    return head if head in children else f"{package}.__init__"
+
+
+def child_imports(package: str, root: Path = ROOT) -> list[Import]:
+    """The imports between the children of one package (its modules and sub-packages)."""
+    folder = root / Path(*package.split("."))
+    children = {
+        module_name(path, root)
+        for path in folder.iterdir()
+        if (path.suffix == ".py" and path.name != "__init__.py") or (path / "__init__.py").exists()
+    }
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        source = child_of(package, module_name(path, root), children) or f"{package}.__init__"
+        for module, line in imported_modules(path, root):
+            target = child_of(package, module, children)
+            if target and target != source:
+                found.append(Import(source, target, f"{path.relative_to(root)}:{line}"))
+    return found
+
+
+def child_cycles(root: Path = ROOT) -> dict[str, list[list[str]]]:
+    """Per package, the cycles among its children (empty when there is none anywhere)."""
+    found = {}
+    for package in packages(root):
+        ring = cycles(child_imports(package, root))
+        if ring:
+            found[package] = ring
+    return found
+
+
+SERVICE_API = "data_plane.service"
+OPENERS = frozenset({"connection", "connect"})  # calls that open a database connection
+
+
+def edge_files(root: Path = ROOT) -> list[Path]:
+    """The modules of the edges: the HTTP application, the Kafka listener and every Celery task
+    module."""
+    tasks = [path for package in PACKAGES for path in (root / package).rglob("tasks.py")]
+    listeners = [*(root / "control_plane").rglob("*.py"), *(root / "kafka_protocol").rglob("*.py")]
+    return sorted({*listeners, *tasks})
+
+
+def _through_the_door(module: str) -> bool:
+    return module in {"data_plane", SERVICE_API} or module.startswith(SERVICE_API + ".")
+
+
+def door_violations(root: Path = ROOT) -> list[str]:
+    """Where an edge imports the data plane past its service API or opens a connection."""
+    found = []
+    for path in edge_files(root):
+        where = path.relative_to(root)
+        for module, line in imported_modules(path, root):
+            if node_of(module) == "data_plane" and not _through_the_door(module):
+                found.append(f"{where}:{line}: imports {module}")
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                called = node.func
+                name = called.attr if isinstance(called, ast.Attribute) else None
+                name = called.id if isinstance(called, ast.Name) else name
+                if name in OPENERS:
+                    found.append(f"{where}:{node.lineno}: opens a connection ({name})")
+    return found
+
+
 def main() -> int:
     """Print the graph by layer, then every upward import and cycle; exit 1 if there is one."""
     found = imports()
@@ -149,7 +238,14 @@ def main() -> int:
         print(f"UPWARD {i.source} -> {i.target} at {i.where}")
     for component in cycles(found):
         print("CYCLE " + " <-> ".join(component))
-    return 1 if bad or cycles(found) else 0
+    inner = child_cycles()
+    for package, components in inner.items():
+        for component in components:
+            print(f"CYCLE in {package}: " + " <-> ".join(component))
+    doors = door_violations()
+    for violation in doors:
+        print(f"PAST THE DOOR {violation}")
+    return 1 if bad or cycles(found) or inner or doors else 0
 
 
 if __name__ == "__main__":

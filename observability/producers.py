@@ -2,7 +2,7 @@
 
 A publish adds to an in-memory dict keyed by (tenant, topic, API key id, partition): the last
 offset, the message count and the time — no I/O, no lock (the event loop is the only caller).
-A background task of the API process (control_plane.resources) takes the counts every
+A background task of the API process (control_plane.edge.resources) takes the counts every
 ``QUEUECORE_GREPTIMEDB_SNAPSHOT_S`` and at shutdown and hands them to the SeriesWriter, so
 nothing about GreptimeDB is on the request path. Exists only when the GreptimeDB switch is on.
 """

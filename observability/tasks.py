@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from celery import shared_task
 
-from billing import series_queries as usage_series
 from core import settings
-from core.db import Conn
-from core.worker import run_connected
-from data_plane.groups import series_queries
+from core.db import Connector
 from observability import series
 from observability.series_rows import consumer_rows, usage_rows
+from observability.snapshots import SeriesSnapshot
 
 
 @shared_task(name="queuecore.ping")
@@ -33,19 +32,9 @@ def snapshot_series() -> dict[str, Any]:
         return {"skipped": "QUEUECORE_GREPTIMEDB_GRPC is not set"}
     now = datetime.now(UTC)
     limit = settings.greptime().queue_rows
-    consumers, usage = run_connected(lambda conn: _read_snapshot(conn, now, limit))
+    snapshot = SeriesSnapshot(Connector(settings.database().url))
+    consumers, usage = asyncio.run(snapshot.read(now, limit))
     rows = consumer_rows(consumers, int(now.timestamp()) // 60 * 60_000)
     rows += usage_rows(usage)
     queued = sum(writer.offer(row) for row in rows)
     return {"consumerRows": len(consumers), "usageRows": len(usage), "queued": queued}
-
-
-async def _read_snapshot(
-    conn: Conn, now: datetime, limit: int
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Every group partition's consumer state, and usage of the previous and current hour."""
-    consumers = await (await conn.execute(series_queries.CONSUMERS, {"limit": limit})).fetchall()
-    since = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
-    params = {"since": since, "limit": limit}
-    usage = await (await conn.execute(usage_series.USAGE_HOURLY, params)).fetchall()
-    return consumers, usage

@@ -43,10 +43,10 @@ from core import settings
 from core.db import connect
 from core.object_store import S3ObjectStore
 from core.settings import CompactionSettings, ObjectStoreSettings, SettingsError
-from data_plane.maintenance import compaction_queries as q
 from data_plane.read.reader import BlockRow, verified_block
 from data_plane.write.segment import Message, decode_segment, encode_segment
 from observability.logging import get_logger
+from spark_pipelines import queries as q
 from spark_pipelines.cli import add_compaction_arguments
 from spark_pipelines.session import build_session
 

@@ -31,15 +31,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from core import settings
+from core.db import connect_tuples
 from core.settings import SettingsError
-from data_plane.groups import lag_queries as q
 from data_plane.groups.lag import BUCKET_S
+from spark_pipelines import queries as q
 from spark_pipelines import sink
 from spark_pipelines.cli import add_lag_analytics_arguments, default_window
 from spark_pipelines.session import build_session
@@ -146,7 +146,7 @@ def time_slices(from_s: int, until_s: int, count: int) -> list[tuple[int, int]]:
 def _read_slice(database_url: str, bounds: tuple[int, int]) -> Iterator[tuple[Any, ...]]:
     """Runs in a Spark task: one slice's rows, streamed through a server-side cursor."""
     with (
-        psycopg.connect(database_url, connect_timeout=5) as conn,
+        connect_tuples(database_url) as conn,
         conn.cursor(name="lag_snapshot_slice") as cursor,
     ):
         cursor.itersize = 10_000

@@ -13,9 +13,10 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-import psycopg
 from pyspark import Accumulator
 from pyspark.sql import DataFrame, Row
+
+from core.db import connect_tuples
 
 WRITE_BATCH = 5_000
 Params = Callable[[Sequence[Row]], dict[str, Any]]
@@ -42,7 +43,7 @@ def _write_partition(
     first = next(batches, None)
     if first is None:
         return
-    with psycopg.connect(database_url, connect_timeout=5) as conn:
+    with connect_tuples(database_url) as conn:
         for batch in itertools.chain([first], batches):
             conn.execute(statement, params(batch))
             written.add(len(batch))

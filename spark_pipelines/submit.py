@@ -39,7 +39,7 @@ SHIPPED_PACKAGES = (
     "billing",
     "tenants",
 )
-SHIPPED_SUFFIXES = (".py", ".sql")
+SHIPPED_SUFFIXES = (".py", ".sql", ".lua")
 # The driver's script: spark-submit wants a file; it runs the job module as ``python -m`` would.
 DRIVER_SOURCE = (
     '"""Run the module named first on the command line as __main__ (the Spark driver)."""\n'

@@ -23,17 +23,16 @@ from typing import Any
 
 from celery import shared_task
 
-from billing import queries as usage_queries
 from core import settings
+from core.db import Connector
 from core.errors import ServerError, ValidationFailed
 from core.settings import SparkSettings
-from core.worker import task_connection
-from data_plane.groups import lag, lag_queries, series_queries
-from data_plane.maintenance import compaction_queries
+from data_plane.service import LAG_BUCKET_S
 from observability import series
 from observability.logging import get_logger
 from observability.series_rows import lag_rows
 from spark_pipelines.cli import current_month, default_window, month, timestamp
+from spark_pipelines.schedule import JobInputs
 from spark_pipelines.submit import job_command
 
 # Below the beat interval (5 min), so a stuck run ends before the next one starts.
@@ -63,7 +62,7 @@ def run_lag_analytics(since: str | None = None, until: str | None = None) -> dic
     if importlib.util.find_spec("pyspark") is None:
         log.warning("spark_job_skipped", job="lag-analytics", reason="pyspark is not installed")
         return {**window, "skipped": "pyspark is not installed"}
-    if not asyncio.run(_has_snapshots(start, end)):
+    if not asyncio.run(job_inputs().has_snapshots(start, end)):
         return {**window, "skipped": "no snapshots in the window"}
     report = submit(
         "spark_pipelines.lag_analytics", ["--since", window["since"], "--until", window["until"]]
@@ -81,26 +80,18 @@ def send_lag_series(since: datetime, until: datetime) -> dict[str, int]:
     if writer is None:
         return {}
     params = {
-        "bucket_s": lag.BUCKET_S,
+        "bucket_s": LAG_BUCKET_S,
         "since": since,
         "until": until,
         "limit": settings.greptime().queue_rows,
     }
-    records = asyncio.run(_lag_series(params))
+    records = asyncio.run(job_inputs().lag_series(params))
     return {"seriesRowsQueued": sum(writer.offer(row) for row in lag_rows(records))}
 
 
-async def _lag_series(params: dict[str, Any]) -> list[dict[str, Any]]:
-    async with task_connection() as conn:
-        return await (await conn.execute(series_queries.LAG_SERIES, params)).fetchall()
-
-
-async def _has_snapshots(since: datetime, until: datetime) -> bool:
-    async with task_connection() as conn:
-        row = await (
-            await conn.execute(lag_queries.ANY_SNAPSHOTS, {"since": since, "until": until})
-        ).fetchone()
-        return bool(row and row["found"])
+def job_inputs() -> JobInputs:
+    """The checks on fresh connections to the configured database."""
+    return JobInputs(Connector(settings.database().url))
 
 
 @shared_task(name="spark_pipelines.run_usage_aggregation")
@@ -132,19 +123,9 @@ def _aggregate(first: date) -> dict[str, Any]:
     if importlib.util.find_spec("pyspark") is None:
         log.warning("spark_job_skipped", job="usage-aggregation", reason="pyspark is not installed")
         return {"month": label, "skipped": "pyspark is not installed"}
-    if not asyncio.run(_has_usage(first)):
+    if not asyncio.run(job_inputs().has_usage(first)):
         return {"month": label, "skipped": "no usage in the month"}
     return submit("spark_pipelines.usage_aggregation", ["--month", label])
-
-
-async def _has_usage(first: date) -> bool:
-    since = datetime(first.year, first.month, 1, tzinfo=UTC)
-    until = datetime(first.year + first.month // 12, first.month % 12 + 1, 1, tzinfo=UTC)
-    async with task_connection() as conn:
-        row = await (
-            await conn.execute(usage_queries.ANY_HOURLY, {"since": since, "until": until})
-        ).fetchone()
-        return bool(row and row["found"])
 
 
 @shared_task(name="spark_pipelines.run_compaction")
@@ -159,19 +140,13 @@ def run_compaction(
 
     config = settings.compaction()
     min_age_s = config.min_age_s if min_age_s is None else min_age_s
-    if not asyncio.run(_has_compaction_candidates(config.small_object_bytes, min_age_s)):
+    candidates = job_inputs().has_compaction_candidates(config.small_object_bytes, min_age_s)
+    if not asyncio.run(candidates):
         return {"skipped": "nothing to compact"}
     args = ["--min-age-s", str(min_age_s)]
     for topic_id in topic_ids or []:
         args += ["--topic-id", topic_id]
     return submit("spark_pipelines.compaction", args, COMPACTION_TIMEOUT_S)
-
-
-async def _has_compaction_candidates(small_object_bytes: int, min_age_s: int) -> bool:
-    params = {"small_object_bytes": small_object_bytes, "min_age_s": min_age_s}
-    async with task_connection() as conn:
-        row = await (await conn.execute(compaction_queries.ANY_CANDIDATES, params)).fetchone()
-        return bool(row and row["found"])
 
 
 def submit(module: str, args: list[str], timeout_s: float = JOB_TIMEOUT_S) -> dict[str, Any]:

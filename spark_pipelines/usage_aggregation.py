@@ -25,15 +25,15 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
-import psycopg
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from billing import plans
-from billing import queries as q
 from core import settings
+from core.db import connect_tuples
 from core.settings import SettingsError
+from spark_pipelines import queries as q
 from spark_pipelines import sink
 from spark_pipelines.cli import add_usage_aggregation_arguments, current_month
 from spark_pipelines.lag_analytics import time_slices
@@ -130,7 +130,7 @@ def read_hourly(spark: SparkSession, database_url: str, since_s: int, until_s: i
 def _read_slice(database_url: str, bounds: tuple[int, int]) -> Iterator[tuple[Any, ...]]:
     """Runs in a Spark task: one slice's rows, streamed through a server-side cursor."""
     with (
-        psycopg.connect(database_url, connect_timeout=5) as conn,
+        connect_tuples(database_url) as conn,
         conn.cursor(name="usage_hourly_slice") as cursor,
     ):
         cursor.itersize = 10_000

@@ -107,14 +107,12 @@ async def _in_transaction(
     database_url: str, redis_url: str | None, command: Command, args: argparse.Namespace
 ) -> dict[str, Any]:
     import psycopg
-    from psycopg.rows import dict_row
+
+    from core.db import Connector
 
     try:
-        async with await psycopg.AsyncConnection.connect(
-            database_url, row_factory=dict_row, connect_timeout=5
-        ) as conn:
+        async with Connector(database_url).connection() as conn, conn.transaction():
             output = await command(args, conn)
-            await conn.commit()
     except psycopg.OperationalError as exc:
         raise OSError(_one_line(exc)) from exc
     if "_mail" in output:  # after the commit: an email never announces a rolled-back change
@@ -272,13 +270,13 @@ async def _list(args: argparse.Namespace, conn: Conn) -> dict[str, Any]:
 
 async def _publish_tier(redis_url: str, organisation: dict[str, Any]) -> bool:
     """Push the committed limits to Redis so every replica applies them on its next request."""
-    from redis.asyncio import Redis
     from redis.exceptions import RedisError
 
+    from core.redis_client import redis_client
     from tenants import rate_limits
     from tenants.tiers import Limits
 
-    redis = Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
+    redis = redis_client(redis_url)
     try:
         async with asyncio.timeout(5):  # the client would otherwise retry for a long while
             limits = Limits(**organisation["limits"])

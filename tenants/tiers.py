@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
+
+import msgspec
 
 from core.errors import ValidationFailed
 
@@ -16,9 +17,9 @@ TIERS: tuple[TierName, ...] = ("developer", "pro", "enterprise")
 CATEGORIES: tuple[Category, ...] = ("publish", "consume", "admin", "lease")
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Per-key request rates (per second) and per-environment quotas of one organisation."""
+class Limits(msgspec.Struct, frozen=True, rename="camel"):
+    """Per-key request rates (per second) and per-environment quotas of one organisation; also
+    its wire shape (``billing.schemas.TierLimits`` is this)."""
 
     publish_per_s: int
     consume_per_s: int
@@ -35,7 +36,7 @@ class Limits:
 
     def as_dict(self) -> dict[str, int]:
         """Plain values, for storage and display."""
-        return asdict(self)
+        return msgspec.structs.asdict(self)
 
 
 _DAY = 86_400
@@ -80,7 +81,7 @@ def limits_for(tier: str, custom: dict[str, Any] | None) -> Limits:
     base = TIER_LIMITS[tier]  # type: ignore[index]
     if tier != "enterprise" or not custom:
         return base
-    return replace(base, **validate_custom_limits(custom))
+    return msgspec.structs.replace(base, **validate_custom_limits(custom))
 
 
 def validate_custom_limits(custom: dict[str, Any]) -> dict[str, int]:

@@ -15,8 +15,8 @@ from litestar.params import FromPath
 
 from control_plane.dashboard.auth import anonymous_form, require_form_csrf, signed_in
 from control_plane.dashboard.pages import PREFIX, field, form_fields, redirect
-from control_plane.errors import status_for
-from control_plane.sessions import login_throttle_of, reset_throttle_of
+from control_plane.dashboard.sessions import login_throttle_of, reset_throttle_of
+from control_plane.edge.errors import status_for
 from core.errors import ValidationFailed
 from tenants.errors import EmailTaken, InvalidCredentials
 from tenants.login_throttle import TooManyLoginAttempts

@@ -8,13 +8,12 @@ from litestar import Controller, Request, Response, get, post
 from litestar.params import FromPath
 
 from control_plane.dashboard.pages import env_path, field, form_fields, page, redirect
-from control_plane.dashboard.scope import environment
-from control_plane.errors import status_for
-from control_plane.sessions import require_csrf, require_session
-from core import settings
+from control_plane.dashboard.scope import caller, environment
+from control_plane.dashboard.sessions import require_csrf, require_session
+from control_plane.edge.errors import status_for
+from control_plane.edge.resources import data_plane_of
 from core.errors import ValidationFailed
-from data_plane.deadletters import alerts
-from data_plane.deadletters.alerts import AlertEndpoint, AlertEndpointNotFound
+from data_plane.service import AlertEndpoint, AlertEndpointNotFound
 
 NO_STORE = {"Cache-Control": "no-store"}
 
@@ -37,15 +36,11 @@ class AlertPages(Controller):
     ) -> Response[Any]:
         """Create or change the URL; a new endpoint's secret is shown on this page, once."""
         url = field(await form_fields(request), "url")
+        access = await environment(request, env_id, "manage_alerts")
         try:
-            async with environment(request, env_id, "manage_alerts") as (conn, _):
-                endpoint = await alerts.put_endpoint(
-                    conn,
-                    env_id,
-                    url,
-                    rotate_secret=False,
-                    allow_private=settings.webhooks().allow_private,
-                )
+            endpoint = await data_plane_of(request.app).dead_letters.set_alert_endpoint(
+                caller(access), url
+            )
         except ValidationFailed as exc:
             return await render_alerts(
                 request, env_id, status=status_for(exc), error=exc.message, url=url
@@ -57,17 +52,15 @@ class AlertPages(Controller):
     @post("/rotate")
     async def rotate(self, request: Request[Any, Any, Any], env_id: FromPath[str]) -> Response[Any]:
         """A new signing secret, shown on this page once; the old one stops signing at once."""
-        async with environment(request, env_id, "manage_alerts") as (conn, _):
-            endpoint = await alerts.rotate_secret(
-                conn, env_id, allow_private=settings.webhooks().allow_private
-            )
+        access = await environment(request, env_id, "manage_alerts")
+        endpoint = await data_plane_of(request.app).dead_letters.rotate_alert_secret(caller(access))
         return await render_alerts(request, env_id, fresh=endpoint)
 
     @post("/delete")
     async def delete(self, request: Request[Any, Any, Any], env_id: FromPath[str]) -> Response[Any]:
         """Remove the endpoint: alerts are still raised, none is sent."""
-        async with environment(request, env_id, "manage_alerts") as (conn, _):
-            await alerts.delete_endpoint(conn, env_id)
+        access = await environment(request, env_id, "manage_alerts")
+        await data_plane_of(request.app).dead_letters.delete_alert_endpoint(caller(access))
         return redirect(env_path(env_id, "alerts"), notice="alert-deleted")
 
 
@@ -81,11 +74,12 @@ async def render_alerts(
     fresh: AlertEndpoint | None = None,
 ) -> Response[Any]:
     """The alerts page (never cached: it may carry a secret just made)."""
-    async with environment(request, env_id) as (conn, access):
-        try:
-            endpoint: AlertEndpoint | None = await alerts.get_endpoint(conn, env_id)
-        except AlertEndpointNotFound:
-            endpoint = None
+    access = await environment(request, env_id)
+    dead_letters = data_plane_of(request.app).dead_letters
+    try:
+        endpoint: AlertEndpoint | None = await dead_letters.alert_endpoint(caller(access))
+    except AlertEndpointNotFound:
+        endpoint = None
     return page(
         request,
         "alerts.html",

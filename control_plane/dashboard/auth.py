@@ -27,10 +27,7 @@ from control_plane.dashboard.pages import (
     redirect,
     safe_next,
 )
-from control_plane.errors import status_for
-from control_plane.request_id import request_id
-from control_plane.resources import Resources
-from control_plane.sessions import (
+from control_plane.dashboard.sessions import (
     COOKIE_NAME,
     CSRF_FIELD,
     form_field,
@@ -40,11 +37,14 @@ from control_plane.sessions import (
     session_cookie,
     signup_throttle_of,
 )
+from control_plane.edge.errors import status_for
+from control_plane.edge.request_id import request_id
 from core import settings
 from core.errors import ValidationFailed
 from observability.logging import bind
 from tenants import sessions
 from tenants.errors import EmailTaken, InvalidCredentials
+from tenants.identity import Identity
 from tenants.login_throttle import TooManyLoginAttempts
 from tenants.sessions import CsrfFailed, NewSession
 from tenants.team.service import TeamService
@@ -132,21 +132,19 @@ class AuthPages(Controller):
 
     @post("/login", guards=[require_form_csrf])
     async def login(
-        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+        self, request: Request[Any, Any, Any], identity: NamedDependency[Identity]
     ) -> Response[Any]:
         """Open a session; a wrong pair or too many failures are explained on the form."""
         fields = await form_fields(request)
         email, target = field(fields, "email"), safe_next(field(fields, "next"))
         client_address = request.client.host if request.client else None
         try:
-            async with resources.db.connection() as conn:
-                opened = await sessions.login(
-                    conn,
-                    email,
-                    field(fields, "password", strip=False),
-                    login_throttle_of(request.app),
-                    client_address,
-                )
+            opened = await identity.login(
+                email,
+                field(fields, "password", strip=False),
+                login_throttle_of(request.app),
+                client_address,
+            )
         except (InvalidCredentials, TooManyLoginAttempts) as exc:
             return _login_refused(request, exc, email, target)
         return signed_in(opened, target)
@@ -189,11 +187,10 @@ class AuthPages(Controller):
 
     @post("/logout", guards=[require_session, require_csrf])
     async def logout(
-        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+        self, request: Request[Any, Any, Any], identity: NamedDependency[Identity]
     ) -> Response[Any]:
         """End the session server-side; its cookie stops working at once."""
-        async with resources.db.connection() as conn:
-            await sessions.logout(conn, request.cookies.get(COOKIE_NAME, ""))
+        await identity.logout(request.cookies.get(COOKIE_NAME, ""))
         return redirect(
             f"{PREFIX}/login", notice="signed-out", cookies=[session_cookie("", max_age_s=0)]
         )

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from billing.schemas import UsageReport
-from data_plane.groups.lag import LagSeries
-from data_plane.topics.traffic import TrafficSeries
+from data_plane.service import LagSeries, TrafficSeries
 
 WIDTH, HEIGHT = 960, 240
 PAD_LEFT, PAD_RIGHT, PAD_TOP, PAD_BOTTOM = 64, 16, 12, 40

@@ -9,14 +9,17 @@ from litestar import Controller, Request, Response, get, post
 from litestar.params import FromPath
 
 from control_plane.dashboard.pages import env_path, page, redirect
-from control_plane.dashboard.scope import environment
-from control_plane.errors import status_for
-from control_plane.sessions import require_csrf, require_session
-from data_plane import delivery
-from data_plane.deadletters import service as dlq
-from data_plane.deadletters.service import DeadLetterNotFound, DeadLetterReplayed
-from data_plane.delivery.model import GroupRef
-from data_plane.groups.service import format_duration_ms
+from control_plane.dashboard.scope import caller, environment
+from control_plane.dashboard.sessions import require_csrf, require_session
+from control_plane.edge.errors import status_for
+from control_plane.edge.resources import data_plane_of
+from data_plane.service import (
+    DeadLetterNotFound,
+    DeadLetterReplayed,
+    DeadLetterView,
+    GroupRef,
+    format_duration_ms,
+)
 
 EXPIRED = "ack timeout expired"  # what delivery records for a lease that ran out (pulls.py)
 PAGE_SIZE = 20
@@ -65,7 +68,7 @@ def explain(error: str | None, ref: GroupRef) -> Reason:
     )
 
 
-def data_text(view: dlq.DeadLetterView) -> str:
+def data_text(view: DeadLetterView) -> str:
     """A dead letter's data as JSON text, cut to :data:`MAX_DATA_CHARS`."""
     text = bytes(view.data).decode(errors="replace")
     return text if len(text) <= MAX_DATA_CHARS else text[:MAX_DATA_CHARS] + "…"
@@ -98,9 +101,10 @@ class DeadLetterPages(Controller):
         group: FromPath[str],
     ) -> Response[Any]:
         """Deliver every dead letter to the group's consumers again."""
-        async with environment(request, env_id, "replay_dead_letters") as (conn, _):
-            ref = await delivery.group_ref(conn, env_id, topic, group)
-            replayed = await dlq.replay_all(conn, ref)
+        access = await environment(request, env_id, "replay_dead_letters")
+        replayed = await data_plane_of(request.app).dead_letters.replay_all(
+            caller(access), topic, group
+        )
         return redirect(dlq_path(env_id, topic, group), notice="replayed", count=replayed.replayed)
 
     @post("/{message_id:str}/replay")
@@ -113,10 +117,11 @@ class DeadLetterPages(Controller):
         message_id: FromPath[str],
     ) -> Response[Any]:
         """Deliver one dead letter again; one already replayed or gone is explained."""
+        access = await environment(request, env_id, "replay_dead_letters")
         try:
-            async with environment(request, env_id, "replay_dead_letters") as (conn, _):
-                ref = await delivery.group_ref(conn, env_id, topic, group)
-                await dlq.replay_one(conn, ref, message_id)
+            await data_plane_of(request.app).dead_letters.replay_one(
+                caller(access), topic, group, message_id
+            )
         except (DeadLetterNotFound, DeadLetterReplayed) as exc:
             return await render_dlq(
                 request, env_id, topic, group, status=status_for(exc), error=exc.message
@@ -135,9 +140,10 @@ async def render_dlq(
 ) -> Response[Any]:
     """One page of the queue, with its depth."""
     after = request.query_params.get("after") or None
-    async with environment(request, env_id) as (conn, access):
-        ref = await delivery.group_ref(conn, env_id, topic, group)
-        listing = await dlq.inspect(conn, ref, PAGE_SIZE, after)
+    access = await environment(request, env_id)
+    data_plane = data_plane_of(request.app)
+    ref = await data_plane.groups.settings(caller(access), topic, group)
+    listing = await data_plane.dead_letters.inspect(caller(access), topic, group, PAGE_SIZE, after)
     return page(
         request,
         "dlq.html",

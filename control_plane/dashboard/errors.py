@@ -1,6 +1,6 @@
 """Errors on dashboard routes become HTML pages (or a trip to the login page), not JSON.
 
-Status, code and message come from the API's own mapping (:mod:`control_plane.errors`), so both
+Status, code and message come from the API's own mapping (:mod:`control_plane.edge.errors`), so both
 faces of QueueCore agree on what each error is; only the representation differs.
 """
 
@@ -12,7 +12,7 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 
 from control_plane.dashboard.pages import PREFIX, page, redirect
-from control_plane.errors import (
+from control_plane.edge.errors import (
     handle_domain_error,
     handle_http,
     handle_unexpected,

@@ -9,10 +9,9 @@ from litestar import Request, Response
 
 from control_plane.dashboard.charts import lag_chart
 from control_plane.dashboard.pages import page
-from control_plane.dashboard.scope import environment
-from control_plane.groups import group_view
-from data_plane.groups.schemas import GroupView
-from data_plane.topics import overview
+from control_plane.dashboard.scope import caller, environment
+from control_plane.edge.resources import data_plane_of
+from data_plane.service import GroupView, group_view
 
 
 def settings_form(view: GroupView) -> dict[str, str]:
@@ -42,8 +41,8 @@ async def render_group(
     form: dict[str, str] | None = None,
 ) -> Response[Any]:
     """The group page, with the settings form holding what was entered."""
-    async with environment(request, env_id) as (conn, access):
-        detail = await overview.group_detail(conn, env_id, topic, group)
+    access = await environment(request, env_id)
+    detail = await data_plane_of(request.app).groups.detail(caller(access), topic, group)
     view = group_view(detail.state)
     return page(
         request,

@@ -11,9 +11,8 @@ from litestar.response import Redirect
 
 from control_plane.dashboard.pages import PREFIX, env_path, page, redirect
 from control_plane.dashboard.scope import environment
-from control_plane.resources import Resources
-from control_plane.sessions import require_session, session_of
-from tenants import access
+from control_plane.dashboard.sessions import require_session, session_of
+from tenants.team.service import TeamService
 
 
 @get("/", include_in_schema=False)
@@ -31,11 +30,10 @@ class HomePages(Controller):
 
     @get("/")
     async def home(
-        self, request: Request[Any, Any, Any], resources: NamedDependency[Resources]
+        self, request: Request[Any, Any, Any], team: NamedDependency[TeamService]
     ) -> Response[Any]:
         """Every organisation of the user with its projects' environments."""
-        async with resources.db.connection() as conn:
-            found = await access.workspaces(conn, session_of(request).user_id)
+        found = await team.workspaces(session_of(request).user_id)
         return page(request, "home.html", workspaces=found)
 
     @get("/envs/{env_id:str}")
@@ -43,5 +41,5 @@ class HomePages(Controller):
         self, request: Request[Any, Any, Any], env_id: FromPath[str]
     ) -> Response[Any]:
         """An environment opens on its topics."""
-        async with environment(request, env_id):
-            return redirect(env_path(env_id, "topics"))
+        await environment(request, env_id)
+        return redirect(env_path(env_id, "topics"))

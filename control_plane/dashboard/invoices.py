@@ -10,11 +10,12 @@ from typing import Any
 from litestar import Controller, Request, Response, get
 from litestar.params import FromPath
 
-from billing import invoicing
 from billing.invoice_schemas import InvoiceView
+from billing.invoicing import format_cents
 from control_plane.dashboard.pages import SECURITY_HEADERS, page
 from control_plane.dashboard.scope import environment
-from control_plane.sessions import require_session
+from control_plane.dashboard.sessions import require_session
+from control_plane.edge.resources import billing_of
 
 CSV_COLUMNS = (
     "number",
@@ -46,15 +47,15 @@ class InvoicePages(Controller):
     @get("/")
     async def index(self, request: Request[Any, Any, Any], env_id: FromPath[str]) -> Response[Any]:
         """Every issued invoice and credit note, newest month first."""
-        async with environment(request, env_id, "view_usage") as (conn, access):
-            listed = await invoicing.list_invoices(conn, access.organisation.id)
+        access = await environment(request, env_id, "view_usage")
+        listed = await billing_of(request.app).invoices(access.organisation.id)
         return page(
             request,
             "invoices.html",
             access=access,
             section="invoices",
             invoices=listed.invoices,
-            money=invoicing.format_cents,
+            money=format_cents,
         )
 
     @get("/{number:str}")
@@ -69,7 +70,7 @@ class InvoicePages(Controller):
             access=access,
             section="invoices",
             invoice=invoice,
-            money=invoicing.format_cents,
+            money=format_cents,
         )
 
     @get("/{number:str}/print")
@@ -83,7 +84,7 @@ class InvoicePages(Controller):
             "invoice_print.html",
             access=access,
             invoice=invoice,
-            money=invoicing.format_cents,
+            money=format_cents,
         )
 
     @get("/{number:str}/csv")
@@ -103,8 +104,8 @@ class InvoicePages(Controller):
 async def _invoice(
     request: Request[Any, Any, Any], env_id: str, number: str
 ) -> tuple[Any, InvoiceView]:
-    async with environment(request, env_id, "view_usage") as (conn, access):
-        invoice = await invoicing.get_invoice(conn, number, access.organisation.id)
+    access = await environment(request, env_id, "view_usage")
+    invoice = await billing_of(request.app).invoice(number, access.organisation.id)
     return access, invoice
 
 

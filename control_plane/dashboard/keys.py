@@ -11,13 +11,14 @@ from litestar.params import FromPath
 
 from control_plane.dashboard.pages import env_path, field, form_fields, page, redirect
 from control_plane.dashboard.scope import environment
-from control_plane.errors import status_for
-from control_plane.sessions import require_csrf, require_session, session_of
+from control_plane.dashboard.sessions import require_csrf, require_session, session_of
+from control_plane.edge.errors import status_for
+from control_plane.edge.resources import team_of
 from core.errors import ValidationFailed
-from tenants import service as tenants
 from tenants.errors import KeyLimitReached
 from tenants.keys import SCOPES
 from tenants.models import ApiKey, IssuedKey
+from tenants.service import MAX_ACTIVE_KEYS
 from tenants.team.audit import Actor
 from tenants.team.service import TeamService
 
@@ -108,8 +109,8 @@ async def render_keys(
     limit_hit: bool = False,
 ) -> Response[Any]:
     """The keys page (never cached: it may carry a secret just made)."""
-    async with environment(request, env_id) as (conn, access):
-        keys = await tenants.list_keys(conn, env_id, include_revoked=True)
+    access = await environment(request, env_id)
+    keys = await team_of(request.app).list_keys(env_id, include_revoked=True)
     now = datetime.now(UTC)
     active = [key for key in keys if is_active(key, now)]
     return page(
@@ -124,6 +125,6 @@ async def render_keys(
         inactive=[key for key in keys if not is_active(key, now)],
         created=created,
         limit_hit=limit_hit,
-        max_active=tenants.MAX_ACTIVE_KEYS,
+        max_active=MAX_ACTIVE_KEYS,
         scopes=SCOPES,
     )

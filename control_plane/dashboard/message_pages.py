@@ -14,22 +14,21 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath
 
 from control_plane.dashboard.pages import env_path, field, form_fields, page, redirect
-from control_plane.dashboard.scope import environment
+from control_plane.dashboard.scope import caller, environment
+from control_plane.dashboard.sessions import require_csrf, require_session
 from control_plane.dashboard.topic_page import SEND_FORM_DEFAULTS, render_topic
-from control_plane.errors import status_for
-from control_plane.sessions import require_csrf, require_session
+from control_plane.edge.errors import status_for
 from core.errors import ValidationFailed
-from data_plane.errors import MessageTooLarge
-from data_plane.read.reader import (
+from data_plane.service import (
+    DataPlane,
+    MessageTooLarge,
     OffsetOutOfRange,
     PartitionNotFound,
+    PublishRequest,
     ReadResult,
     StoredMessage,
+    iso_timestamp,
 )
-from data_plane.read.schemas import iso_timestamp
-from data_plane.read.seek import seek_topic
-from data_plane.runtime import DataPlane
-from data_plane.topics.schemas import PublishRequest
 
 PAGE_SIZE = 20
 MAX_DATA_CHARS = 2000  # of a message's data shown in the table
@@ -172,13 +171,10 @@ class MessagePages(Controller):
         if partition < 0:
             raise PartitionNotFound(topic, partition)
         at = request.query_params.get("at", "").strip()
-        async with environment(request, env_id) as (conn, access):
-            offset = parse_offset(request.query_params.get("offset", "").strip())
-            if at:
-                seek = await seek_topic(
-                    conn, data_plane.reader, env_id, topic, partition, parse_moment(at)
-                )
-                offset = seek.offset
+        access = await environment(request, env_id)
+        offset = parse_offset(request.query_params.get("offset", "").strip())
+        if at:
+            offset = await data_plane.offset_at(caller(access), topic, partition, parse_moment(at))
         context: dict[str, Any] = {
             "page_size": PAGE_SIZE,
             "topic": topic,
@@ -188,7 +184,9 @@ class MessagePages(Controller):
             "topic_path": env_path(env_id, "topics", topic),
         }
         try:
-            ref, result = await data_plane.browse(env_id, topic, partition, offset, PAGE_SIZE)
+            ref, result = await data_plane.browse(
+                caller(access), topic, partition, offset, PAGE_SIZE
+            )
         except OffsetOutOfRange as exc:
             return page(
                 request,
@@ -227,11 +225,10 @@ class MessagePages(Controller):
     ) -> Response[Any]:
         """Publish one message through the API's publish service; show where it was stored."""
         form = await send_form(request)
-        async with environment(request, env_id, "send_test_messages") as (_, access):
-            organisation_id = access.organisation.id
+        access = await environment(request, env_id, "send_test_messages")
         try:
             message = parse_send_form(form)
-            [stored] = await data_plane.publisher.publish(organisation_id, env_id, topic, [message])
+            [stored] = await data_plane.publish(caller(access), topic, [message])
         except (ValidationFailed, MessageTooLarge) as exc:
             return await render_topic(
                 request, env_id, topic, status=status_for(exc), error=exc.message, form=form

@@ -15,7 +15,7 @@ from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.response import Redirect, Template
 from litestar.template import TemplateConfig
 
-from control_plane.sessions import session_of
+from control_plane.dashboard.sessions import session_of
 from core import settings
 from tenants.access import ACTIONS, EnvironmentAccess, allows
 from tenants.sessions import Session, SessionRequired

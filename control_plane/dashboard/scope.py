@@ -2,30 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 from litestar import Request
 
-from control_plane.resources import resources_of
-from control_plane.sessions import session_of
-from data_plane.groups.service import Conn
+from control_plane.dashboard.sessions import session_of
+from control_plane.edge.resources import team_of
+from data_plane.service import Scope
 from observability.logging import bind
-from tenants import access as tenant_access
 from tenants.access import EnvironmentAccess
 
 
-@asynccontextmanager
 async def environment(
     request: Request[Any, Any, Any], environment_id: str, action: str | None = None
-) -> AsyncIterator[tuple[Conn, EnvironmentAccess]]:
-    """One transaction in an environment of the user's organisations (404 for any other), after
-    checking that their role may perform ``action`` (403 otherwise); committed on success."""
+) -> EnvironmentAccess:
+    """An environment of the user's organisations (404 for any other), once their role is
+    checked to allow ``action`` (403 otherwise)."""
     user_id = session_of(request).user_id
-    async with resources_of(request.app).db.connection() as conn:
-        access = await tenant_access.environment_access(conn, user_id, environment_id)
-        bind(organisation_id=access.organisation.id, environment_id=environment_id)
-        if action is not None:
-            access.require(action)
-        yield conn, access
+    access = await team_of(request.app).environment(user_id, environment_id, action)
+    bind(organisation_id=access.organisation.id, environment_id=environment_id)
+    return access
+
+
+def caller(access: EnvironmentAccess) -> Scope:
+    """Who the data plane serves for a page: the environment the user works in."""
+    return Scope(access.organisation.id, access.environment.id)

@@ -14,8 +14,8 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, QueryParameter
 
 from control_plane.dashboard.pages import PREFIX, field, form_fields, page, redirect
-from control_plane.errors import status_for
-from control_plane.sessions import require_csrf, require_session, session_of
+from control_plane.dashboard.sessions import require_csrf, require_session, session_of
+from control_plane.edge.errors import status_for
 from core.errors import Conflict, ValidationFailed
 from tenants.models import ROLES
 from tenants.team.models import OrganisationAccess

@@ -18,13 +18,12 @@ from litestar.params import FromPath
 
 from control_plane.dashboard.group_page import render_group
 from control_plane.dashboard.pages import env_path, field, form_fields, redirect
+from control_plane.dashboard.scope import caller
+from control_plane.dashboard.sessions import require_csrf, require_session, session_of
 from control_plane.dashboard.topic_page import render_topic
-from control_plane.errors import status_for
-from control_plane.groups import group_config
-from control_plane.sessions import require_csrf, require_session, session_of
+from control_plane.edge.errors import status_for
 from core.errors import ClientError, ValidationFailed
-from data_plane.groups.schemas import GroupConfigRequest
-from data_plane.runtime import DataPlane
+from data_plane.service import DataPlane, GroupConfigRequest
 from tenants.access import EnvironmentAccess
 from tenants.team.audit import Actor
 from tenants.team.service import TeamService
@@ -41,7 +40,7 @@ GROUP_FIELDS = (
 
 
 def parse_topic_settings(fields: dict[str, list[str]]) -> dict[str, Any]:
-    """The settings form as :meth:`DataPlane.update_topic`'s changes."""
+    """The settings form as the changes of ``DataPlane.topics.update``."""
     partitions = field(fields, "partitions")
     if not partitions.isdigit() or len(partitions) > 6:
         raise ValidationFailed("partitions must be a whole number", field="partitions")
@@ -99,7 +98,7 @@ class TopicAdminPages(Controller):
         fields = await form_fields(request)
         try:
             changes = parse_topic_settings(fields)
-            await data_plane.update_topic(access.organisation.id, env_id, topic, actor, **changes)
+            await data_plane.topics.update(caller(access), topic, actor, **changes)
         except ClientError as exc:
             if exc.code.endswith("NOT_FOUND"):
                 raise
@@ -122,9 +121,9 @@ class TopicAdminPages(Controller):
         if field(await form_fields(request), "confirm") != topic:
             problem = f"Type the topic's name, {topic}, to delete it."
             return await render_topic(request, env_id, topic, status=422, delete_error=problem)
-        deleted = await data_plane.delete_topic(access.organisation.id, env_id, topic, actor)
+        deleted = await data_plane.topics.delete(caller(access), topic, actor)
         answer = redirect(env_path(env_id, "topics"), notice="topic-deleted")
-        answer.background = BackgroundTask(data_plane.request_cleanup, deleted.id)
+        answer.background = BackgroundTask(data_plane.topics.queue_cleanup, deleted.id)
         return answer
 
     @post("/groups/{group:str}/settings")
@@ -141,10 +140,8 @@ class TopicAdminPages(Controller):
         access, actor = await _allowed(request, team, env_id)
         fields = await form_fields(request)
         try:
-            config = group_config(parse_group_settings(fields))
-            await data_plane.configure_group(
-                access.organisation.id, env_id, topic, group, config, actor
-            )
+            settings = parse_group_settings(fields)
+            await data_plane.groups.configure(caller(access), topic, group, settings, actor)
         except ClientError as exc:
             if exc.code.endswith("NOT_FOUND"):
                 raise

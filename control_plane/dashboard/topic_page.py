@@ -8,10 +8,9 @@ from litestar import Request, Response
 
 from control_plane.dashboard.charts import format_rate, traffic_chart
 from control_plane.dashboard.pages import page
-from control_plane.dashboard.scope import environment
-from data_plane.topics import overview
-from data_plane.topics.service import LATENCY_CLASSES
-from data_plane.topics.traffic import WINDOWS, TrafficWindow, topic_traffic
+from control_plane.dashboard.scope import caller, environment
+from control_plane.edge.resources import data_plane_of
+from data_plane.service import LATENCY_CLASSES, WINDOWS, TrafficWindow
 
 SEND_FORM_DEFAULTS = {"data": '{"hello": "world"}', "key": "", "headers": ""}
 
@@ -35,9 +34,8 @@ async def render_topic(
     """The topic page, with the test message form holding what was entered (and the reason a
     change of settings or a deletion was refused)."""
     window = window_of(request)
-    async with environment(request, env_id) as (conn, access):
-        detail = await overview.topic_detail(conn, env_id, topic)
-        traffic = await topic_traffic(conn, detail.topic.id, window)
+    access = await environment(request, env_id)
+    detail, traffic = await data_plane_of(request.app).topics.detail(caller(access), topic, window)
     return page(
         request,
         "topic.html",

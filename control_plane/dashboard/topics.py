@@ -10,14 +10,13 @@ from litestar.params import FromPath
 
 from control_plane.dashboard.group_page import render_group
 from control_plane.dashboard.pages import env_path, field, form_fields, page, redirect
-from control_plane.dashboard.scope import environment
+from control_plane.dashboard.scope import caller, environment
+from control_plane.dashboard.sessions import require_csrf, require_session, session_of
 from control_plane.dashboard.topic_page import render_topic
-from control_plane.errors import status_for
-from control_plane.sessions import require_csrf, require_session, session_of
+from control_plane.edge.errors import status_for
+from control_plane.edge.resources import data_plane_of
 from core.errors import Conflict, ValidationFailed
-from data_plane.runtime import DataPlane
-from data_plane.topics import overview
-from data_plane.topics import service as topic_service
+from data_plane.service import DELIVERIES, LATENCY_CLASSES, DataPlane
 from tenants.team.audit import Actor
 from tenants.team.service import TeamService
 
@@ -31,7 +30,7 @@ TOPIC_FORM_DEFAULTS = {
 
 
 def parse_topic_form(fields: dict[str, list[str]]) -> dict[str, Any]:
-    """The create form as :func:`data_plane.topics.service.create_topic`'s keyword arguments."""
+    """The create form as the keyword arguments of ``DataPlane.topics.create``."""
     partitions = field(fields, "partitions") or TOPIC_FORM_DEFAULTS["partitions"]
     if not partitions.isdigit() or len(partitions) > 6:
         raise ValidationFailed("partitions must be a whole number", field="partitions")
@@ -73,9 +72,8 @@ class TopicPages(Controller):
         try:
             access = await team.environment(session.user_id, env_id, "create_topics")
             options = parse_topic_form(fields)
-            topic = await data_plane.create_topic(
-                access.organisation.id,
-                env_id,
+            topic = await data_plane.topics.create(
+                caller(access),
                 options.pop("name"),
                 Actor.user(session.user_id, session.email),
                 **options,
@@ -116,8 +114,8 @@ async def render_topics(
     form: dict[str, str] | None = None,
 ) -> Response[Any]:
     """The topics page, with a create form holding what was entered."""
-    async with environment(request, env_id) as (conn, access):
-        summaries = await overview.topic_summaries(conn, env_id)
+    access = await environment(request, env_id)
+    summaries = await data_plane_of(request.app).topics.summaries(caller(access))
     return page(
         request,
         "topics.html",
@@ -127,6 +125,6 @@ async def render_topics(
         error=error,
         topics=summaries,
         form=form or TOPIC_FORM_DEFAULTS,
-        deliveries=topic_service.DELIVERIES,
-        latency_classes=topic_service.LATENCY_CLASSES,
+        deliveries=DELIVERIES,
+        latency_classes=LATENCY_CLASSES,
     )

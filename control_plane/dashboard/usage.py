@@ -13,7 +13,8 @@ from billing import usage
 from control_plane.dashboard.charts import usage_chart
 from control_plane.dashboard.pages import page
 from control_plane.dashboard.scope import environment
-from control_plane.sessions import require_session
+from control_plane.dashboard.sessions import require_session
+from control_plane.edge.resources import billing_of
 
 
 class UsagePages(Controller):
@@ -32,11 +33,11 @@ class UsagePages(Controller):
     ) -> Response[Any]:
         """A month (``YYYY-MM``, default the current one) by UTC day, with its totals."""
         window = usage.usage_window(*_month_bounds(month), "day", datetime.now(UTC))
-        async with environment(request, env_id, "view_usage") as (conn, access):
-            metered = usage.MeteredEnvironment(
-                env_id, access.environment.name, access.project.id, access.organisation.id
-            )
-            report = await usage.usage_report(conn, metered, window)
+        access = await environment(request, env_id, "view_usage")
+        metered = usage.MeteredEnvironment(
+            env_id, access.environment.name, access.project.id, access.organisation.id
+        )
+        report = await billing_of(request.app).usage_report(metered, window)
         return page(
             request,
             "usage.html",

@@ -21,7 +21,7 @@ import msgspec
 import psycopg
 
 from core.errors import NotFound, ValidationFailed
-from data_plane.deadletters import alert_queries as q
+from data_plane.deadletters import queries as q
 from data_plane.deadletters.alert_schemas import DlqThresholdReached
 from data_plane.deadletters.webhooks import literal_refusal
 from data_plane.groups.service import Conn, dead_letter_depth

@@ -1,62 +1,9 @@
-"""SQL of the dead-letter queue: inspect and replay (migration 0013, docs/decisions.md §23)."""
+"""SQL of dead letters: inspect and replay, alert endpoints, alerts and their webhook outbox.
 
-# The queue's entries after a cursor entry, oldest first (dead_letters_pending_idx).
-SELECT_PENDING = """
-SELECT partition, "offset", message_key, headers, value, published_at_ms, error, attempts,
-       first_delivered_at, dead_at
-FROM dead_letters
-WHERE group_id = %(group_id)s AND replayed_at IS NULL
-  AND (dead_at, partition, "offset") > (%(after_dead_at)s::timestamptz, %(after_partition)s::int, %(after_offset)s::bigint)
-ORDER BY dead_at, partition, "offset"
-LIMIT %(limit)s
+One statement per file in ``sql/``, by name: ``queries.NAME`` is ``sql/name.sql``
+(:mod:`core.sql`).
 """
 
-SELECT_ENTRY = """
-SELECT dead_at, replayed_at FROM dead_letters
-WHERE group_id = %(group_id)s AND partition = %(partition)s AND "offset" = %(offset)s
-"""
+from core.sql import statements
 
-COUNT_PENDING = """
-SELECT count(*) AS depth FROM dead_letters WHERE group_id = %(group_id)s AND replayed_at IS NULL
-"""
-
-# A replayed dead letter becomes a per-message row due at once, attempt 0 (so it is delivered as
-# attempt 1, with its retries afresh), marked as a replay. A row still there for that offset is
-# its dead one; should it be in flight instead (a seek back delivered it again), it is left
-# alone: that delivery is the replay.
-_REQUEUE = """
-, requeued AS (
-  INSERT INTO group_deliveries (group_id, partition, "offset", state, attempt, available_at, last_error,
-                                first_delivered_at, replay)
-  SELECT %(group_id)s, r.partition, r."offset", 'retry', 0, now(), r.error, now(), true FROM replayed r
-  ON CONFLICT (group_id, partition, "offset") DO UPDATE
-    SET state = 'retry', attempt = 0, ack_id = NULL, member_id = NULL, lease_until = NULL,
-        available_at = now(), last_error = excluded.last_error, updated_at = now(), replay = true
-    WHERE group_deliveries.state = 'dead'
-)
-SELECT partition, "offset" FROM replayed ORDER BY partition, "offset"
-"""
-
-REPLAY_ONE = (
-    """
-WITH replayed AS (
-  UPDATE dead_letters SET replayed_at = now()
-  WHERE group_id = %(group_id)s AND partition = %(partition)s AND "offset" = %(offset)s
-    AND replayed_at IS NULL
-  RETURNING partition, "offset", error
-)"""
-    + _REQUEUE
-)
-
-# The oldest entries, a batch at a time: each batch is its own short transaction.
-REPLAY_BATCH = (
-    """
-WITH picked AS (
-  SELECT id FROM dead_letters WHERE group_id = %(group_id)s AND replayed_at IS NULL
-  ORDER BY dead_at, partition, "offset" LIMIT %(batch)s FOR UPDATE
-), replayed AS (
-  UPDATE dead_letters dl SET replayed_at = now() FROM picked WHERE dl.id = picked.id
-  RETURNING dl.partition, dl."offset", dl.error
-)"""
-    + _REQUEUE
-)
+__getattr__ = statements(__name__)

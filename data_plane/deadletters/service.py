@@ -8,7 +8,6 @@ again it comes back to the queue. Committed offsets and lag do not move (docs/de
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,10 +15,11 @@ import msgspec
 
 from core.errors import Conflict, NotFound, ValidationFailed
 from data_plane.deadletters import queries as q
+from data_plane.delivery import queries as dq
 from data_plane.delivery.model import Conn, GroupRef
 from data_plane.groups import queries as gq
 from data_plane.groups.service import dead_letter_depth
-from data_plane.read.schemas import iso_timestamp
+from data_plane.read.schemas import MessageView, iso_timestamp
 from data_plane.write.publish import message_id, parse_message_id
 
 REPLAY_BATCH = 1_000  # dead letters replayed per transaction by a replay of the whole queue
@@ -53,17 +53,9 @@ class DeadLetterReplayed(Conflict):
         )
 
 
-class DeadLetterView(msgspec.Struct, rename="camel"):
+class DeadLetterView(MessageView, kw_only=True):
     """One entry of the queue: the original message, why it failed and when."""
 
-    message_id: str
-    topic: str
-    partition: int
-    offset: int
-    data: msgspec.Raw
-    key: str | None
-    headers: dict[str, str]
-    timestamp: str
     error: str
     attempts: int
     first_delivered_at: datetime
@@ -140,7 +132,7 @@ async def replay_one(conn: Conn, ref: GroupRef, text: str) -> Replayed:
     """Deliver one dead letter to the group again (404 if not queued, 409 if replayed)."""
     partition, offset = _where(ref, text)
     where = _entry(ref, partition, offset)
-    await conn.execute(gq.LOCK_GROUP_PARTITION, where)
+    await conn.execute(dq.LOCK_GROUP_PARTITION, where)
     rows = await (await conn.execute(q.REPLAY_ONE, where)).fetchall()
     if not rows:
         entry = await (await conn.execute(q.SELECT_ENTRY, where)).fetchone()
@@ -184,5 +176,5 @@ def _entry(ref: GroupRef, partition: int, offset: int) -> dict[str, Any]:
 
 async def _wake(conn: Conn, ref: GroupRef, partitions: list[int]) -> None:
     """Wake the group's waiting consumers of these partitions when the transaction commits."""
-    payload = json.dumps([[ref.topic_id, partition, -1] for partition in partitions])
+    payload = msgspec.json.encode([[ref.topic_id, p, -1] for p in partitions]).decode()
     await conn.execute(gq.WAKE_CONSUMERS, {"payload": payload})

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from core.settings import WebhookSettings
-from data_plane.deadletters import alert_queries as q
+from data_plane.deadletters import queries as q
 from data_plane.groups.service import Conn
 from observability.logging import get_logger
 

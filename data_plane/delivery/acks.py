@@ -7,6 +7,7 @@ from typing import Any
 
 from core.db import autocommit
 from core.errors import ValidationFailed
+from data_plane.delivery import queries as q
 from data_plane.delivery.leases import RangeBits, group_by_lease, named_bits, parse_range_ack
 from data_plane.delivery.model import (
     EXPIRED_ACK,
@@ -27,7 +28,6 @@ from data_plane.delivery.store import (
     message_at,
     wake,
 )
-from data_plane.groups import queries as q
 from data_plane.read.reader import SegmentReader
 from observability import metrics
 

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from core.db import Conn
 from core.errors import Conflict
-from data_plane.groups import queries as q
+from data_plane.delivery import queries as q
 from data_plane.groups.service import GroupNotFound, topic_of
 from data_plane.write.segment import Message
 
@@ -101,7 +101,7 @@ class GroupRefCache:
     Correctness does not depend on it: a group id and its topic's delivery mode never change;
     a pull re-reads the group's settings and its topic's status in its first statement; and a
     caller that finds the member or the group gone forgets the entry and looks again
-    (``control_plane.consume``), so a deleted or re-created group is noticed at once.
+    (``control_plane.api.consume``), so a deleted or re-created group is noticed at once.
     """
 
     def __init__(self, ttl_s: float = 2.0, max_entries: int = 10_000) -> None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from core.errors import ValidationFailed
+from data_plane.delivery import queries as q
 from data_plane.delivery.model import Conn, GroupRef
 from data_plane.delivery.store import wake
-from data_plane.groups import queries as q
+from data_plane.groups import queries as gq
 from data_plane.groups.service import GroupHasActiveMembers, sweep
 
 
@@ -13,7 +14,8 @@ async def offsets(conn: Conn, ref: GroupRef, partition: int | None) -> list[dict
     """``{partition, current, latest, lag}`` per partition."""
     rows = await (
         await conn.execute(
-            q.SELECT_OFFSETS, {"group_id": ref.id, "topic_id": ref.topic_id, "partition": partition}
+            q.SELECT_OFFSETS,
+            {"group_id": ref.id, "topic_id": ref.topic_id, "partition": partition},
         )
     ).fetchall()
     if partition is not None and not rows:
@@ -36,7 +38,8 @@ async def seek(conn: Conn, ref: GroupRef, partition: int, offset: int) -> dict[s
     bounds = await offsets(conn, ref, partition)
     row = await (
         await conn.execute(
-            q.SELECT_OFFSETS, {"group_id": ref.id, "topic_id": ref.topic_id, "partition": partition}
+            q.SELECT_OFFSETS,
+            {"group_id": ref.id, "topic_id": ref.topic_id, "partition": partition},
         )
     ).fetchone()
     assert row is not None
@@ -58,7 +61,7 @@ async def reset(
 ) -> list[dict[str, int]]:
     """Move every partition to ``earliest``, ``latest`` or an offset; refused while members are active."""
     await sweep(conn, environment_id, ref.topic, ref.name)
-    members = await (await conn.execute(q.COUNT_MEMBERS, {"group_id": ref.id})).fetchone()
+    members = await (await conn.execute(gq.COUNT_MEMBERS, {"group_id": ref.id})).fetchone()
     if members and members["n"]:
         raise GroupHasActiveMembers(
             f"The group has {members['n']} active consumer(s); stop them before resetting offsets.",

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+import msgspec
 from psycopg.types.json import Jsonb
 
+from data_plane.delivery import queries as q
 from data_plane.delivery.leases import RangeBits, parse_range_ack, range_ack_ids
 from data_plane.delivery.model import Conn, GroupRef
-from data_plane.groups import queries as q
+from data_plane.groups import queries as gq
 from data_plane.read.reader import OffsetOutOfRange, SegmentReader
 from data_plane.write.segment import Message
 from tenants.ids import new_id, random_base62
@@ -220,7 +221,9 @@ async def lock_for(
 
 async def wake(conn: Conn, topic_id: str, partition: int) -> None:
     """Wake waiting consumers of a topic (same channel and shape as the writer's notifications)."""
-    await conn.execute(q.WAKE_CONSUMERS, {"payload": json.dumps([[topic_id, partition, -1]])})
+    await conn.execute(
+        gq.WAKE_CONSUMERS, {"payload": msgspec.json.encode([[topic_id, partition, -1]]).decode()}
+    )
 
 
 def new_ack_id() -> str:

@@ -17,8 +17,8 @@ import msgspec
 
 from core.db import Conn
 from core.errors import ValidationFailed
-from data_plane.groups import lag_queries as q
 from data_plane.groups import queries as group_queries
+from data_plane.groups import queries as q
 from data_plane.groups.service import GroupNotFound, topic_of
 
 BUCKET_S = 60  # the series the job writes on schedule and the API serves

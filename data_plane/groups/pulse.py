@@ -16,6 +16,7 @@ import psycopg
 import psycopg_pool
 
 from core.db import AsyncPool, Conn
+from data_plane.groups import queries as q
 from observability.logging import get_logger
 
 PULSE_S = 1.0
@@ -24,18 +25,10 @@ PULSE_GAP_S = 3.0
 
 log = get_logger("queuecore.groups")
 
-PULSE = """
-INSERT INTO api_pulse AS p (id, pulse_at, resumed_at) VALUES (true, now(), now())
-ON CONFLICT (id) DO UPDATE SET
-    resumed_at = CASE WHEN p.pulse_at < now() - make_interval(secs => %(gap_s)s) THEN now()
-                      ELSE p.resumed_at END,
-    pulse_at = greatest(p.pulse_at, now())
-"""
-
 
 async def beat(conn: Conn) -> None:
     """Write the pulse once (autocommit, or the caller commits)."""
-    await conn.execute(PULSE, {"gap_s": PULSE_GAP_S})
+    await conn.execute(q.PULSE, {"gap_s": PULSE_GAP_S})
 
 
 class Pulse:

@@ -10,16 +10,15 @@ task) does the same for every group with a silent member or a topic that grew.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import psycopg
 
 from core.db import Conn
 from core.errors import ClientError, Conflict, NotFound, ValidationFailed
-from data_plane.deadletters import queries as dlq_queries
 from data_plane.groups import queries as q
 from data_plane.groups.assignment import assign
 from data_plane.groups.pulse import PULSE_GAP_S
@@ -69,6 +68,17 @@ class GroupHasActiveMembers(Conflict):
     """An operation that needs a stopped group found members."""
 
     code = "GROUP_HAS_ACTIVE_MEMBERS"
+
+
+class KafkaGroup(Conflict):
+    """REST members cannot join a group whose offsets Kafka clients commit."""
+
+    def __init__(self, group: str) -> None:
+        super().__init__(
+            f"Group '{group}' is a Kafka consumer group on this topic (Kafka clients commit its "
+            "offsets); REST members join a group of another name.",
+            group=group,
+        )
 
 
 class InvalidDuration(ClientError):
@@ -293,7 +303,9 @@ async def _assign_all(conn: Conn, group_row: dict[str, Any], topic_row: dict[str
     assert bumped is not None
     # Waiting consumers listen for their own partitions only: after a reassignment, wake them
     # all (partition -1) so each learns its partitions now rather than at its next keep-alive.
-    await conn.execute(q.WAKE_CONSUMERS, {"payload": json.dumps([[topic_row["id"], -1, -1]])})
+    await conn.execute(
+        q.WAKE_CONSUMERS, {"payload": msgspec.json.encode([[topic_row["id"], -1, -1]]).decode()}
+    )
     return int(bumped["generation"])
 
 
@@ -319,6 +331,8 @@ async def join(
     ``max_in_flight`` is the member's own window (kept on a rejoin that gives none)."""
     topic_row = await topic_of(conn, environment_id, topic)
     group_row = await _locked_group(conn, environment_id, topic_row["id"], group, create=True)
+    if group_row.get("protocol") == "kafka":
+        raise KafkaGroup(group)
     timeout_ms = session_timeout_ms or int(group_row["session_timeout_ms"])
     known = member_id and (
         await (
@@ -510,7 +524,7 @@ async def describe(conn: Conn, environment_id: str, topic: str, group: str) -> d
 
 async def dead_letter_depth(conn: Conn, group_id: str) -> int:
     """The depth of the group's dead-letter queue: its dead letters not replayed."""
-    row = await (await conn.execute(dlq_queries.COUNT_PENDING, {"group_id": group_id})).fetchone()
+    row = await (await conn.execute(q.COUNT_PENDING, {"group_id": group_id})).fetchone()
     return int(row["depth"]) if row else 0
 
 

@@ -19,8 +19,8 @@ from typing import Any, Protocol
 from core.db import Conn
 from core.object_store import ListedObject, ObjectStore
 from core.settings import DEFAULT_ORPHAN_GRACE_S
-from data_plane.groups import queries as group_queries
-from data_plane.read import queries as q
+from data_plane.delivery import queries as delivery_queries
+from data_plane.maintenance import queries as q
 from observability.logging import get_logger
 
 log = get_logger("queuecore.cleanup")
@@ -256,5 +256,5 @@ async def _skip_dropped_offsets(conn: Conn, params: dict[str, Any]) -> None:
     cur = await conn.execute(q.SKIP_DROPPED_OFFSETS, params)
     for row in await cur.fetchall():
         progress = {"group_id": row["group_id"], "partitions": [params["partition"]]}
-        await conn.execute(group_queries.COMMIT_PROGRESS, progress)
+        await conn.execute(delivery_queries.COMMIT_PROGRESS, progress)
         log.info("group_skipped_dropped_offsets", group_id=row["group_id"], **params)

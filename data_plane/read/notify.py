@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections import defaultdict
 from collections.abc import Iterator
 
+import msgspec
 import psycopg
 
+from core.db import Connector
 from observability.logging import get_logger
 
 CHANNEL = "qc_publish"
@@ -50,7 +51,7 @@ class PublishListener:
     """Fans PostgreSQL notifications out to the coroutines waiting on each topic."""
 
     def __init__(self, database_url: str) -> None:
-        self._url = database_url
+        self._db = Connector(database_url)
         self._waiters: dict[str, set[Watch]] = defaultdict(set)
         self._task: asyncio.Task[None] | None = None
 
@@ -117,7 +118,7 @@ class PublishListener:
                 await asyncio.sleep(RECONNECT_S)
 
     async def _listen(self) -> None:
-        async with await psycopg.AsyncConnection.connect(self._url, autocommit=True) as conn:
+        async with self._db.connection() as conn:
             await conn.execute(f"LISTEN {CHANNEL}")
             self.poke(set(self._waiters))
             await self._receive(conn.pgconn)
@@ -137,7 +138,7 @@ class PublishListener:
             try:
                 pgconn.consume_input()
                 while (notice := pgconn.notifies()) is not None:
-                    self.poke_partitions(_partitions(notice.extra.decode(errors="replace")))
+                    self.poke_partitions(_partitions(notice.extra))
             except Exception as exc:  # the connection broke: reconnect (see _run)
                 if not failed.done():
                     failed.set_exception(exc)
@@ -150,12 +151,12 @@ class PublishListener:
             loop.remove_reader(socket)
 
 
-def _partitions(payload: str) -> set[tuple[str, int]]:
+def _partitions(payload: bytes) -> set[tuple[str, int]]:
     """``(topic_id, partition)`` pairs of a notification; partition -1 when it is not given."""
     try:
         return {
             (str(item[0]), int(item[1]) if len(item) > 1 and item[1] is not None else -1)
-            for item in json.loads(payload)
+            for item in msgspec.json.decode(payload)
         }
-    except (ValueError, TypeError, IndexError):
+    except (msgspec.DecodeError, ValueError, TypeError, IndexError, KeyError):
         return set()

@@ -1,4 +1,6 @@
-"""Wire shapes of the message browser (camelCase JSON)."""
+"""The wire shape of a message (camelCase JSON), defined once: as the browser shows it
+(:class:`MessageView`), as a pull or a stream delivers it (:class:`DeliveredMessage`), and as
+a dead-letter queue lists it (``data_plane.deadletters.service.DeadLetterView``)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,13 @@ import msgspec
 
 from data_plane.read.reader import ReadResult, StoredMessage
 
+ENCODINGS: tuple[str | None, ...] = (None, "base64", None)
+"""The ``encoding`` a wire view shows for each ``Message.encoding`` (JSON, BYTES, NULL)."""
 
-class MessageView(msgspec.Struct, rename="camel"):
-    """A stored message; ``data`` is the JSON value exactly as published."""
+
+class MessageView(msgspec.Struct, rename="camel", omit_defaults=True):
+    """A stored message; ``data`` is the JSON value exactly as published, or, with
+    ``"encoding": "base64"``, the base64 of a value a Kafka client produced that was not JSON."""
 
     message_id: str
     topic: str
@@ -20,6 +26,14 @@ class MessageView(msgspec.Struct, rename="camel"):
     key: str | None
     headers: dict[str, str]
     timestamp: str
+    encoding: str | None = None
+
+
+class DeliveredMessage(MessageView, kw_only=True):
+    """A message leased to a member: its delivery attempt and the id that settles it."""
+
+    attempt: int
+    ack_id: str
 
 
 class MessagePage(msgspec.Struct, rename="camel"):
@@ -53,6 +67,7 @@ def message_view(topic: str, partition: int, message_id: str, stored: StoredMess
         key=None if message.key is None else message.key.decode(errors="replace"),
         headers=message.headers,
         timestamp=iso_timestamp(message.timestamp_ms),
+        encoding=ENCODINGS[message.encoding],
     )
 
 

@@ -13,22 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.db import Conn
+from data_plane.read import queries as q
 from data_plane.read.reader import (
     PartitionNotFound,
     SegmentReader,
     find_topic,
     partition_bounds,
 )
-
-# The first block at or after the earliest retained offset whose newest message is at or after
-# %(timestamp_ms)s: a scan of the partition's primary-key range that stops at the first match.
-SELECT_FIRST_BLOCK_AT = """
-SELECT base_offset, count FROM segment_blocks
-WHERE topic_id = %(topic_id)s AND partition = %(partition)s
-  AND base_offset + count > %(earliest)s AND max_timestamp_ms >= %(timestamp_ms)s
-ORDER BY base_offset
-LIMIT 1
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +42,7 @@ async def offset_for_timestamp(
         "earliest": bounds.earliest,
         "timestamp_ms": timestamp_ms,
     }
-    row = await (await conn.execute(SELECT_FIRST_BLOCK_AT, params)).fetchone()
+    row = await (await conn.execute(q.SELECT_FIRST_BLOCK_AT, params)).fetchone()
     if row is None:
         return Seek(bounds.latest, bounds.earliest, bounds.latest)
     start = max(row["base_offset"], bounds.earliest)

@@ -19,36 +19,13 @@ from typing import Any, NamedTuple, Protocol
 
 from core.db import Conn
 from core.flusher import Connect, PeriodicFlusher
+from data_plane.topics import queries as q
 from observability.logging import get_logger
 
 log = get_logger("queuecore.traffic")
 
 MINUTE_S = 60
 KEEP_S = 2 * 86_400  # rows kept: the day chart plus a day of slack
-
-UPSERT_TRAFFIC = """
-INSERT INTO topic_traffic (topic_id, minute, published, consumed)
-SELECT t.topic_id, to_timestamp(t.minute_s), t.published, t.consumed
-FROM unnest(%(topic_ids)s::text[], %(minute_s)s::bigint[], %(published)s::bigint[],
-            %(consumed)s::bigint[]) AS t(topic_id, minute_s, published, consumed)
-ORDER BY t.topic_id, t.minute_s
-ON CONFLICT (topic_id, minute) DO UPDATE
-SET published = topic_traffic.published + excluded.published,
-    consumed = topic_traffic.consumed + excluded.consumed
-"""
-
-PURGE_TRAFFIC = """
-DELETE FROM topic_traffic WHERE minute < now() - make_interval(secs => %(keep_s)s)
-"""
-
-# Buckets of %(bucket_s)s seconds from %(since)s: the minutes' counts added up.
-SELECT_TRAFFIC = """
-SELECT to_timestamp(floor(extract(epoch FROM minute) / %(bucket_s)s) * %(bucket_s)s) AS bucket,
-       sum(published)::bigint AS published, sum(consumed)::bigint AS consumed
-FROM topic_traffic
-WHERE topic_id = %(topic_id)s AND minute >= %(since)s AND minute < %(until)s
-GROUP BY 1 ORDER BY 1
-"""
 
 
 class CommittedBlockCount(Protocol):
@@ -116,8 +93,8 @@ class TrafficFlusher(PeriodicFlusher[MinuteTraffic]):
 
     async def write(self, conn: Any, rows: list[MinuteTraffic]) -> None:
         """Add the rows and purge old ones."""
-        await conn.execute(UPSERT_TRAFFIC, columns(rows))
-        await conn.execute(PURGE_TRAFFIC, {"keep_s": KEEP_S})
+        await conn.execute(q.UPSERT_TRAFFIC, columns(rows))
+        await conn.execute(q.PURGE_TRAFFIC, {"keep_s": KEEP_S})
 
     def log_failure(self, error: Exception) -> None:
         """Warn; the counts wait for the next flush."""
@@ -207,7 +184,7 @@ async def topic_traffic(
     """A topic's counts over ``window``, ending with the bucket holding ``now``."""
     since, until = window_bounds(window, now or datetime.now(UTC))
     params = {"topic_id": topic_id, "since": since, "until": until, "bucket_s": window.bucket_s}
-    rows = await (await conn.execute(SELECT_TRAFFIC, params)).fetchall()
+    rows = await (await conn.execute(q.SELECT_TRAFFIC, params)).fetchall()
     found = {row["bucket"]: row for row in rows}
     points = []
     at = since

@@ -45,10 +45,9 @@ from data_plane.errors import (
     QuotaExceeded,
     TopicNotFound,
 )
-from data_plane.topics import queries as q
 from data_plane.topics import service as topic_service
 from data_plane.topics.schemas import PublishRequest
-from data_plane.write.queries import PROJECT_OF_ENVIRONMENT
+from data_plane.write import queries as q
 from data_plane.write.segment import Message
 from data_plane.write.writer import (
     MESSAGE_OVERHEAD_BYTES,
@@ -235,7 +234,7 @@ class TopicDirectory:
             topic = await topic_service.get_topic(conn, environment_id, name)
             organisation = await tenants.get_organisation(conn, organisation_id)
             project = await (
-                await conn.execute(PROJECT_OF_ENVIRONMENT, {"environment_id": environment_id})
+                await conn.execute(q.PROJECT_OF_ENVIRONMENT, {"environment_id": environment_id})
             ).fetchone()
         target = TopicTarget(
             topic.id,

@@ -1,5 +1,9 @@
-"""SQL of the write path that is not part of the commit (``qc_commit_flush``)."""
+"""SQL of the write path: the flush commit (``qc_commit_flush``) and its lookups.
 
-from __future__ import annotations
+One statement per file in ``sql/``, by name: ``queries.NAME`` is ``sql/name.sql``
+(:mod:`core.sql`).
+"""
 
-PROJECT_OF_ENVIRONMENT = "SELECT project_id FROM environments WHERE id = %(environment_id)s"
+from core.sql import statements
+
+__getattr__ = statements(__name__)

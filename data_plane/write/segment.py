@@ -24,6 +24,10 @@ The uncompressed block payload is columnar, which is fast to build in Python and
 (u32), the lengths of all header names and values (u32), then the key bytes, the value bytes and
 the UTF-8 header names and values.
 
+Block format 2 adds one column after the header field lengths: each message's ``encoding`` (u8,
+see :class:`Message`). A block whose messages all have encoding 0 (every REST publish) is written
+in format 1, byte for byte as before, and both formats are read.
+
 Headers are ``dict[str, str]`` (insertion order is kept). Checksums are CRC32C (Castagnoli) from
 the ``google-crc32c`` package; any single corrupted byte is a burst under 32 bits, which CRC32C
 always detects.
@@ -41,8 +45,11 @@ import msgspec
 import zstandard
 
 __all__ = [
+    "BYTES",
     "FORMAT_VERSION",
     "HEADER_SIZE",
+    "JSON",
+    "NULL",
     "TRAILER_SIZE",
     "BlockRef",
     "Message",
@@ -56,6 +63,8 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+BLOCK_VERSIONS = (1, 2)  # 2: with the encodings column
+JSON, BYTES, NULL = 0, 1, 2  # Message.encoding
 MAGIC = b"QCSG"
 DEFAULT_COMPRESSION_LEVEL = 3
 
@@ -88,7 +97,12 @@ class NeedMoreBytes(Exception):
 
 
 class Message(msgspec.Struct, frozen=True, gc=False):
-    """One published message; ``value`` is opaque bytes (the JSON-encoded payload).
+    """One published message; ``value`` is the JSON-encoded payload.
+
+    ``encoding`` says what a Kafka client produced: ``JSON`` (0, also every REST publish) — the
+    value as it came; ``BYTES`` (1) — a value that was not JSON, stored as the JSON string of its
+    base64, so every reader of ``value`` still gets JSON; ``NULL`` (2) — a null value (a
+    tombstone), stored as ``null``.
 
     A msgspec Struct with ``gc=False``: hundreds of thousands are made per second on the publish
     and read paths (~0.1 us each, against ~0.5 us for a NamedTuple), and the read cache holds
@@ -101,6 +115,7 @@ class Message(msgspec.Struct, frozen=True, gc=False):
     headers: dict[str, str]
     value: bytes
     timestamp_ms: int
+    encoding: int = JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,19 +195,21 @@ def _encode_block(
     partition: int,
     messages: Sequence[Message],
 ) -> bytes:
-    raw = _encode_messages(messages)
+    encoded = any(m.encoding for m in messages)
+    raw = _encode_messages(messages, encoded)
     if len(raw) > _MAX_U32 or len(messages) > _MAX_U32:
         raise ValueError(f"block ({topic_id!r}, {partition}) is too large for one segment")
     payload = compressor.compress(raw)
     topic = topic_id.encode()
+    version = BLOCK_VERSIONS[1] if encoded else BLOCK_VERSIONS[0]
     fields = _BLOCK_FIELDS.pack(
-        FORMAT_VERSION, len(topic), partition, len(messages), len(raw), len(payload)
+        version, len(topic), partition, len(messages), len(raw), len(payload)
     )
     crc = google_crc32c.extend(google_crc32c.value(fields + topic), payload)
     return b"".join((_CRC.pack(crc), fields, topic, payload))
 
 
-def _encode_messages(messages: Sequence[Message]) -> bytes:
+def _encode_messages(messages: Sequence[Message], encoded: bool = False) -> bytes:
     count = len(messages)
     keys = [m.key for m in messages]
     values = [m.value for m in messages]
@@ -205,9 +222,10 @@ def _encode_messages(messages: Sequence[Message]) -> bytes:
             struct.pack(f"<{count}I", *[len(m.headers) for m in messages]),
             struct.pack(f"<{len(fields)}I", *map(len, fields)),
         )
-    except struct.error as exc:
+        encodings = bytes([m.encoding for m in messages]) if encoded else b""
+    except (struct.error, ValueError) as exc:
         raise ValueError(f"message field out of range: {exc}") from exc
-    return b"".join((*columns, *[key for key in keys if key], *values, *fields))
+    return b"".join((*columns, encodings, *[key for key in keys if key], *values, *fields))
 
 
 def _encode_index(refs: Sequence[BlockRef]) -> bytes:
@@ -364,21 +382,26 @@ def _check_matches_ref(
 def _decode_block(
     data: bytes, decompressor: zstandard.ZstdDecompressor
 ) -> tuple[str, int, list[Message]]:
-    partition, count, raw_length, topic_end = _check_block_head(data)
+    version, partition, count, raw_length, topic_end = _check_block_head(data)
     topic_id = _decode_text(data[_BLOCK_HEAD_SIZE:topic_end], "topic_id")
     raw = _decompress(decompressor, data[topic_end:], raw_length)
-    return topic_id, partition, _decode_messages(raw, count)
+    return topic_id, partition, _decode_messages(raw, count, version == BLOCK_VERSIONS[1])
 
 
-def _check_block_head(data: bytes) -> tuple[int, int, int, int]:
-    """Verify a block's framing and checksum; return partition, count, raw length, topic end."""
+def _check_block_head(data: bytes) -> tuple[int, int, int, int, int]:
+    """Verify a block's framing and checksum; return version, partition, count, raw length,
+    topic end."""
     if len(data) < _BLOCK_HEAD_SIZE:
         raise SegmentCorrupt(f"truncated block: {len(data)} bytes is shorter than its header")
     (crc,) = _CRC.unpack_from(data)
     version, topic_length, partition, count, raw_length, payload_length = _BLOCK_FIELDS.unpack_from(
         data, _CRC.size
     )
-    _check_version("block", version)
+    if version not in BLOCK_VERSIONS:
+        raise SegmentCorrupt(
+            f"unsupported block format version {version} (this reader supports "
+            f"{BLOCK_VERSIONS}): written by a newer writer, or corrupt"
+        )
     topic_end = _BLOCK_HEAD_SIZE + topic_length
     if topic_end + payload_length != len(data):
         raise SegmentCorrupt(
@@ -389,7 +412,7 @@ def _check_block_head(data: bytes) -> tuple[int, int, int, int]:
         raise SegmentCorrupt("block checksum mismatch")
     if count < 1 or raw_length < count * _MIN_MESSAGE_BYTES:
         raise SegmentCorrupt(f"block header is inconsistent: {count} messages in {raw_length} B")
-    return partition, count, raw_length, topic_end
+    return version, partition, count, raw_length, topic_end
 
 
 def _decode_text(data: bytes, what: str) -> str:
@@ -414,17 +437,24 @@ def _decompress(decompressor: zstandard.ZstdDecompressor, payload: bytes, raw_le
     return raw
 
 
-def _decode_messages(raw: bytes, count: int) -> list[Message]:
+def _decode_messages(raw: bytes, count: int, encoded: bool = False) -> list[Message]:
     timestamps, key_lengths, value_lengths, header_counts, field_lengths = _unpack_columns(
         raw, count
     )
     position = _MIN_MESSAGE_BYTES * count + 4 * len(field_lengths)
+    encodings = b""
+    if encoded:
+        encodings, position = raw[position : position + count], position + count
+        if len(encodings) != count or max(encodings) > NULL:
+            raise SegmentCorrupt("malformed encodings column in block payload")
     keys, position = _slice_keys(raw, key_lengths, position)
     values, position = _slice_runs(raw, value_lengths, position)
     fields, position = _slice_runs(raw, field_lengths, position)
     if position != len(raw):
         raise SegmentCorrupt(f"block payload length mismatch: used {position} of {len(raw)}")
     headers = _group_headers(fields, header_counts)
+    if encoded:
+        return list(map(Message, keys, headers, values, timestamps, encodings))
     return list(map(Message, keys, headers, values, timestamps))
 
 

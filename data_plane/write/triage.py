@@ -13,10 +13,9 @@ threshold at 0 or unset there is no triage object at all (the writer checks for 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Protocol, Self
 
-from core import settings
-from core.settings import TriageSettings
+from core.settings import GreptimeSettings, TriageSettings
 from data_plane.write.timing import PHASES
 from observability import series
 from observability.logging import get_logger
@@ -24,9 +23,24 @@ from observability.series import Row, SeriesWriter
 
 if TYPE_CHECKING:
     from data_plane.write.timing import FlushClock
-    from data_plane.write.writer import TopicTarget
 
 log = get_logger("queuecore.triage")
+
+
+class TopicTarget(Protocol):
+    """What triage tags a slow publish with (the writer's target of a topic has it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def latency_class(self) -> str: ...
+    @property
+    def organisation_id(self) -> str: ...
+    @property
+    def project_id(self) -> str: ...
+    @property
+    def environment_id(self) -> str: ...
+
 
 TABLE = "queuecore_slow_publishes"
 CAUSES = PHASES  # queue_wait, put, commit, answer, loop_lag
@@ -45,12 +59,11 @@ class SlowPublishTriage:
         self._in_window = 0
 
     @classmethod
-    def from_settings(cls, config: TriageSettings | None = None) -> Self | None:
+    def from_settings(cls, config: TriageSettings, greptime: GreptimeSettings) -> Self | None:
         """The process's triage, or None when the threshold is 0 or unset (nothing is paid)."""
-        config = config or settings.triage()
         if config.slow_ms <= 0:
             return None
-        return cls(config.slow_ms, config.max_per_s, series.writer(settings.greptime()))
+        return cls(config.slow_ms, config.max_per_s, series.writer(greptime))
 
     def observe(
         self,

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 import os
 import time
@@ -57,7 +56,7 @@ from core.db import AsyncPool, autocommit
 from core.object_store import ObjectStore
 from core.settings import WriterSettings
 from data_plane.errors import PublishOutcomeUnknown, PublishUnavailable, TopicNotFound
-from data_plane.topics import queries as q
+from data_plane.write import queries as q
 from data_plane.write.segment import BlockRef, Message, SegmentBuilder
 from data_plane.write.timing import FlushClock, PhaseTimings
 from data_plane.write.triage import SlowPublishTriage
@@ -133,6 +132,9 @@ class _Publish:
     results: list[Placement | None] = field(default_factory=list)
     queued_s: float = 0.0  # time.monotonic() when it was handed to the writer
     clock: FlushClock | None = None  # the stamps of the flush that answered it
+    # Its first entry's idempotency key stands for all of its entries, which are consecutive in
+    # one partition (a Kafka record batch): a duplicate key answers the whole publish.
+    whole: bool = False
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.entries)
@@ -257,11 +259,18 @@ class SegmentWriter:
             self._log_timings_now()
 
     async def write(
-        self, topic: TopicTarget, entries: list[Entry], size_bytes: int | None = None
+        self,
+        topic: TopicTarget,
+        entries: list[Entry],
+        size_bytes: int | None = None,
+        *,
+        whole: bool = False,
     ) -> list[Placement]:
         """Write ``entries`` atomically; their placements once committed, in order.
 
         ``size_bytes`` (the entries' :func:`entry_size` total) saves recounting when known.
+        ``whole``: the entries are one partition's run whose first entry's idempotency key
+        stands for all of them (see :class:`_Publish`).
         """
         if self._closing:
             raise PublishUnavailable("this server is shutting down")
@@ -270,7 +279,7 @@ class SegmentWriter:
         # publish still waiting for its flush is abandoned (:meth:`_abandon`).
         future.add_done_callback(consume_exception)
         size = sum(map(entry_size, entries)) if size_bytes is None else size_bytes
-        publish = _Publish(topic, entries, future, size, queued_s=time.monotonic())
+        publish = _Publish(topic, entries, future, size, queued_s=time.monotonic(), whole=whole)
         self._pending.append(publish)
         self._pending_bytes += size
         deadline = self._due_at(topic.latency_class)
@@ -541,6 +550,9 @@ class SegmentWriter:
         if conflict.duplicates:
             winners = await self._winners(conflict.duplicates)
             for publish in publishes:
+                if publish.whole:
+                    _settle_whole(publish, winners)
+                    continue
                 for index, entry in list(publish.unresolved()):
                     found = winners.get((publish.topic.id, entry.idempotency_key or ""))
                     if entry.idempotency_key is not None and found is not None:
@@ -631,7 +643,9 @@ def _conflict_of(exc: psycopg.Error) -> _Rollback | None:
     if exc.sqlstate == "QC404":
         return _Rollback(deleted_topics=set(detail.split(",")))
     if exc.sqlstate == "QC409":
-        return _Rollback(duplicates={(topic_id, key) for topic_id, key in json.loads(detail)})
+        return _Rollback(
+            duplicates={(topic_id, key) for topic_id, key in msgspec.json.decode(detail)}
+        )
     return None
 
 
@@ -651,6 +665,18 @@ def _assign(
             )
         )
     return blocks
+
+
+def _settle_whole(publish: _Publish, winners: dict[tuple[str, str], Placement]) -> None:
+    """A whole publish whose first key was committed by another request: all of it was."""
+    first = publish.entries[0]
+    found = winners.get((publish.topic.id, first.idempotency_key or ""))
+    if first.idempotency_key is None or found is None:
+        return
+    for index in range(len(publish.entries)):
+        publish.results[index] = Placement(
+            found.partition, found.offset + index, found.timestamp_ms
+        )
 
 
 # --- futures ----------------------------------------------------------------------------------

@@ -10,4 +10,4 @@
 -- Raises SQLSTATE QC404 (DETAIL: comma-separated topic ids) when a topic is no longer active,
 -- and QC409 (DETAIL: JSON array of [topic_id, key]) when a live key was committed meanwhile.
 
--- qc_commit_flush: defined in data_plane/sql/qc_commit_flush.sql, applied after every migration.
+-- qc_commit_flush: defined in data_plane/write/functions/qc_commit_flush.sql, applied after every migration.

@@ -13,4 +13,4 @@
 -- nothing is locked or read. With p_async_commit the pull's commit does not wait for the WAL
 -- flush (at-least-once topics, docs/decisions.md §11).
 
--- qc_pull_state: defined in data_plane/sql/qc_pull_state.sql, applied after every migration.
+-- qc_pull_state: defined in data_plane/delivery/functions/qc_pull_state.sql, applied after every migration.

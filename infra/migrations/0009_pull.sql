@@ -23,4 +23,4 @@
 -- With p_async_commit the commit does not wait for the WAL flush (qc_pull_state's set_config,
 -- local to the transaction: in autocommit mode, to this statement's).
 
--- qc_pull: defined in data_plane/sql/qc_pull.sql, applied after every migration.
+-- qc_pull: defined in data_plane/delivery/functions/qc_pull.sql, applied after every migration.

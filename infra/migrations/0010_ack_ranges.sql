@@ -8,7 +8,7 @@
 -- qc_commit_progress is COMMIT_PROGRESS (data_plane/group_queries.py) as a function, so this one
 -- can move the committed offsets in the same transaction; the Python constant calls it too.
 
--- qc_commit_progress: defined in data_plane/sql/qc_commit_progress.sql, applied after every migration.
+-- qc_commit_progress: defined in data_plane/delivery/functions/qc_commit_progress.sql, applied after every migration.
 
 -- p_masks[i] names the offsets of lease p_lease_ids[i] to ack: bit j (from the left) is the
 -- offset first_offset + j, and the text may be shorter than the lease (the rest is '0'). A lease
@@ -16,4 +16,4 @@
 -- per-message row) and, with p_strict (exactly-once), the lease has not expired; the partitions
 -- are locked first, in partition order, as pulls, acks and removals lock them. Returns the
 -- leases acked; the client settles the ids of the others one by one, as before.
--- qc_ack_ranges: defined in data_plane/sql/qc_ack_ranges.sql, applied after every migration.
+-- qc_ack_ranges: defined in data_plane/delivery/functions/qc_ack_ranges.sql, applied after every migration.

@@ -7,4 +7,4 @@
 -- LIMIT keeps the subquery from being flattened, so it is a per-partition index range scan.
 -- Nothing else in the function changes.
 
--- qc_pull_state: defined in data_plane/sql/qc_pull_state.sql, applied after every migration.
+-- qc_pull_state: defined in data_plane/delivery/functions/qc_pull_state.sql, applied after every migration.

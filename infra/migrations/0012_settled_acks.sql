@@ -29,4 +29,4 @@ CREATE TABLE settled_acks (
 -- Rows arrive in settled_at order, so a BRIN index serves the purge at almost no insert cost.
 CREATE INDEX settled_acks_age_idx ON settled_acks USING brin (settled_at);
 
--- qc_commit_progress: defined in data_plane/sql/qc_commit_progress.sql, applied after every migration.
+-- qc_commit_progress: defined in data_plane/delivery/functions/qc_commit_progress.sql, applied after every migration.

@@ -17,4 +17,4 @@ ALTER TABLE group_deliveries ADD COLUMN replay boolean NOT NULL DEFAULT false;
 CREATE INDEX dead_letters_pending_idx ON dead_letters (group_id, dead_at, partition, "offset")
     WHERE replayed_at IS NULL;
 
--- qc_commit_progress: defined in data_plane/sql/qc_commit_progress.sql, applied after every migration.
+-- qc_commit_progress: defined in data_plane/delivery/functions/qc_commit_progress.sql, applied after every migration.

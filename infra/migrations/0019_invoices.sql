@@ -64,5 +64,5 @@ CREATE TABLE invoice_lines (
 );
 
 -- An issued invoice or credit note is never changed or deleted, nor are its lines: the triggers
--- that refuse it are created with their function, data_plane/sql/qc_invoice_guard.sql (stored
+-- that refuse it are created with their function, billing/functions/qc_invoice_guard.sql (stored
 -- functions live there, applied after every migration).

@@ -20,6 +20,9 @@ type Message struct {
 	Timestamp time.Time
 	Attempt   int
 	AckID     string
+	// Encoding is "base64" when Data is the base64 (a JSON string) of a value a Kafka client
+	// produced that was not JSON; empty otherwise.
+	Encoding string
 
 	consumer *Consumer
 	memberID string
@@ -43,6 +46,7 @@ type messageWire struct {
 	Timestamp time.Time         `json:"timestamp"`
 	Attempt   int               `json:"attempt"`
 	AckID     string            `json:"ackId"`
+	Encoding  string            `json:"encoding"`
 }
 
 func decodeMessage(raw []byte, consumer *Consumer, memberID string) (*Message, error) {
@@ -57,7 +61,7 @@ func decodeMessage(raw []byte, consumer *Consumer, memberID string) (*Message, e
 	return &Message{
 		MessageID: id, Topic: w.Topic, Partition: w.Partition, Offset: w.Offset, Data: w.Data, Key: w.Key,
 		Headers: w.Headers, Timestamp: w.Timestamp, Attempt: w.Attempt, AckID: w.AckID,
-		consumer: consumer, memberID: memberID,
+		Encoding: w.Encoding, consumer: consumer, memberID: memberID,
 	}, nil
 }
 

@@ -9,7 +9,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from core.db import Conn
-from tenants.team.queries import sql
+from tenants.team import queries as q
 
 MAX_PAGE = 100
 
@@ -52,7 +52,7 @@ async def record(
 ) -> None:
     """Add an event to the organisation's log, inside the caller's transaction."""
     await conn.execute(
-        sql("audit_insert"),
+        q.AUDIT_INSERT,
         {
             "organisation_id": organisation_id,
             "actor_user_id": actor.user_id,
@@ -69,7 +69,7 @@ async def record_for_user(
 ) -> None:
     """Add an event to the log of every organisation the user belongs to."""
     await conn.execute(
-        sql("audit_insert_for_user"),
+        q.AUDIT_INSERT_FOR_USER,
         {
             "user_id": user_id,
             "actor_user_id": actor.user_id,
@@ -87,7 +87,7 @@ async def page(
     """Newest first, at most ``limit`` (≤ :data:`MAX_PAGE`), older than ``before_id`` if given."""
     rows = await (
         await conn.execute(
-            sql("audit_page"),
+            q.AUDIT_PAGE,
             {
                 "organisation_id": organisation_id,
                 "before_id": before_id,

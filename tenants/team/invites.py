@@ -14,6 +14,7 @@ from core.errors import ValidationFailed
 from tenants import service as tenancy
 from tenants.ids import new_id
 from tenants.team import audit
+from tenants.team import queries as q
 from tenants.team.audit import Actor
 from tenants.team.members import check_grant, check_role
 from tenants.team.models import (
@@ -26,7 +27,6 @@ from tenants.team.models import (
     NewInvitation,
     PendingInvitationNotFound,
 )
-from tenants.team.queries import sql
 from tenants.team.tokens import new_token, stored_hash
 
 
@@ -59,18 +59,18 @@ async def invite(
     check_grant(actor_role, role)
     member = await (
         await conn.execute(
-            sql("membership_of_email"), {"organisation_id": organisation_id, "email": email}
+            q.MEMBERSHIP_OF_EMAIL, {"organisation_id": organisation_id, "email": email}
         )
     ).fetchone()
     if member is not None:
         raise AlreadyMember(email)
     await conn.execute(
-        sql("invitations_supersede"), {"organisation_id": organisation_id, "email": email}
+        q.INVITATIONS_SUPERSEDE, {"organisation_id": organisation_id, "email": email}
     )
     token = new_token(INVITATION_PREFIX)
     row = await (
         await conn.execute(
-            sql("invitation_insert"),
+            q.INVITATION_INSERT,
             {
                 "id": new_id("inv"),
                 "organisation_id": organisation_id,
@@ -90,7 +90,7 @@ async def invite(
 async def pending(conn: Conn, organisation_id: str) -> list[Invitation]:
     """Invitations not yet accepted, revoked or expired, oldest first."""
     rows = await (
-        await conn.execute(sql("invitations_pending"), {"organisation_id": organisation_id})
+        await conn.execute(q.INVITATIONS_PENDING, {"organisation_id": organisation_id})
     ).fetchall()
     return [Invitation(**row) for row in rows]
 
@@ -99,7 +99,7 @@ async def revoke(conn: Conn, organisation_id: str, invitation_id: str, actor: Ac
     """Withdraw a pending invitation: its link stops working."""
     row = await (
         await conn.execute(
-            sql("invitation_revoke"), {"id": invitation_id, "organisation_id": organisation_id}
+            q.INVITATION_REVOKE, {"id": invitation_id, "organisation_id": organisation_id}
         )
     ).fetchone()
     if row is None:
@@ -113,9 +113,7 @@ async def view(conn: Conn, token: str) -> InvitationView:
     digest = stored_hash(token, INVITATION_PREFIX)
     row = None
     if digest is not None:
-        row = await (
-            await conn.execute(sql("invitation_by_token"), {"token_sha256": digest})
-        ).fetchone()
+        row = await (await conn.execute(q.INVITATION_BY_TOKEN, {"token_sha256": digest})).fetchone()
     if row is None:
         raise InvitationNotFound
     return InvitationView(**row)
@@ -129,7 +127,7 @@ async def accept(conn: Conn, token: str, user_id: str | None, password: str) -> 
     claimed = None
     if digest is not None:
         claimed = await (
-            await conn.execute(sql("invitation_claim"), {"token_sha256": digest})
+            await conn.execute(q.INVITATION_CLAIM, {"token_sha256": digest})
         ).fetchone()
     if claimed is None:
         raise InvitationNotFound
@@ -141,8 +139,8 @@ async def accept(conn: Conn, token: str, user_id: str | None, password: str) -> 
 
 async def _join(conn: Conn, claimed: dict[str, Any], user_id: str) -> None:
     params = {"organisation_id": claimed["organisation_id"], "user_id": user_id}
-    await conn.execute(sql("membership_add"), {**params, "role": claimed["role"]})
-    await conn.execute(sql("invitation_accepted_by"), {"id": claimed["id"], "user_id": user_id})
+    await conn.execute(q.MEMBERSHIP_ADD, {**params, "role": claimed["role"]})
+    await conn.execute(q.INVITATION_ACCEPTED_BY, {"id": claimed["id"], "user_id": user_id})
     actor = Actor.user(user_id, claimed["email"])
     await audit.record(
         conn,

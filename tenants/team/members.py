@@ -13,9 +13,9 @@ from core.errors import ValidationFailed
 from tenants.errors import Forbidden
 from tenants.models import ROLES
 from tenants.team import audit
+from tenants.team import queries as q
 from tenants.team.audit import Actor
 from tenants.team.models import LastOwner, Member, MemberNotFound
-from tenants.team.queries import sql
 
 MANAGERS = frozenset({"owner", "admin"})
 
@@ -49,7 +49,7 @@ def check_grant(actor_role: str | None, role: str) -> None:
 async def list_members(conn: Conn, organisation_id: str) -> list[Member]:
     """Owners first, then admins, developers and viewers, by email."""
     rows = await (
-        await conn.execute(sql("members_list"), {"organisation_id": organisation_id})
+        await conn.execute(q.MEMBERS_LIST, {"organisation_id": organisation_id})
     ).fetchall()
     return [Member(**row) for row in rows]
 
@@ -57,7 +57,7 @@ async def list_members(conn: Conn, organisation_id: str) -> list[Member]:
 async def _locked(conn: Conn, organisation_id: str, user_id: str) -> tuple[dict[str, str], int]:
     """The member's row and the number of owners, with every membership locked."""
     rows = await (
-        await conn.execute(sql("members_lock"), {"organisation_id": organisation_id})
+        await conn.execute(q.MEMBERS_LOCK, {"organisation_id": organisation_id})
     ).fetchall()
     target = next((row for row in rows if row["user_id"] == user_id), None)
     if target is None:
@@ -76,7 +76,7 @@ async def change_role(
     if target["role"] == "owner" and role != "owner" and owners <= 1:
         raise LastOwner
     params = {"organisation_id": organisation_id, "user_id": user_id, "role": role}
-    await conn.execute(sql("member_set_role"), params)
+    await conn.execute(q.MEMBER_SET_ROLE, params)
     await audit.record(
         conn,
         organisation_id,
@@ -99,12 +99,10 @@ async def remove(
         raise Forbidden("Only an owner can remove an owner.", role=actor_role)
     if target["role"] == "owner" and owners <= 1:
         raise LastOwner
-    await conn.execute(
-        sql("member_delete"), {"organisation_id": organisation_id, "user_id": user_id}
-    )
+    await conn.execute(q.MEMBER_DELETE, {"organisation_id": organisation_id, "user_id": user_id})
     # Sessions belong to the user, not to one organisation: all of them end, so nothing the
     # removed member had open keeps working, in this organisation or in a page left open.
-    await conn.execute(sql("sessions_end_of_user"), {"user_id": user_id})
+    await conn.execute(q.SESSIONS_END_OF_USER, {"user_id": user_id})
     await audit.record(
         conn, organisation_id, actor, "member.removed", target["email"], role=target["role"]
     )

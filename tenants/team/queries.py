@@ -1,14 +1,9 @@
-"""The team store's SQL: one statement per ``.sql`` file in ``sql/``, read once, by name."""
+"""SQL of teams: members, invitations, password resets and the audit log.
 
-from __future__ import annotations
+One statement per file in ``sql/``, by name: ``queries.NAME`` is ``sql/name.sql``
+(:mod:`core.sql`).
+"""
 
-import functools
-from pathlib import Path
+from core.sql import statements
 
-SQL_DIR = Path(__file__).parent / "sql"
-
-
-@functools.cache
-def sql(name: str) -> str:
-    """The statement in ``sql/{name}.sql``."""
-    return (SQL_DIR / f"{name}.sql").read_text()
+__getattr__ = statements(__name__)

@@ -10,9 +10,9 @@ from core.db import Conn
 from tenants.passwords import hash_password
 from tenants.service import check_password
 from tenants.team import audit
+from tenants.team import queries as q
 from tenants.team.audit import Actor
 from tenants.team.models import RESET_PREFIX, RESET_TTL_S, NewReset, ResetLinkInvalid
-from tenants.team.queries import sql
 from tenants.team.tokens import new_token, stored_hash
 
 
@@ -22,17 +22,17 @@ async def request(conn: Conn, email: str) -> NewReset | None:
     email = email.strip()
     if not email or len(email) > 320 or "\0" in email:
         return None
-    user = await (await conn.execute(sql("user_by_email"), {"email": email})).fetchone()
+    user = await (await conn.execute(q.USER_BY_EMAIL, {"email": email})).fetchone()
     if user is None:
         return None
-    await conn.execute(sql("resets_void_of_user"), {"user_id": user["id"]})
+    await conn.execute(q.RESETS_VOID_OF_USER, {"user_id": user["id"]})
     token = new_token(RESET_PREFIX)
     params = {
         "token_sha256": stored_hash(token, RESET_PREFIX),
         "user_id": user["id"],
         "ttl_s": RESET_TTL_S,
     }
-    row = await (await conn.execute(sql("reset_insert"), params)).fetchone()
+    row = await (await conn.execute(q.RESET_INSERT, params)).fetchone()
     assert row is not None
     return NewReset(str(user["id"]), str(user["email"]), token, row["expires_at"])
 
@@ -42,7 +42,7 @@ async def email_of(conn: Conn, token: str) -> str:
     digest = stored_hash(token, RESET_PREFIX)
     row = None
     if digest is not None:
-        row = await (await conn.execute(sql("reset_by_token"), {"token_sha256": digest})).fetchone()
+        row = await (await conn.execute(q.RESET_BY_TOKEN, {"token_sha256": digest})).fetchone()
     if row is None:
         raise ResetLinkInvalid
     return str(row["email"])
@@ -55,17 +55,15 @@ async def complete(conn: Conn, token: str, password: str) -> str:
     digest = stored_hash(token, RESET_PREFIX)
     row = None
     if digest is not None:
-        row = await (await conn.execute(sql("reset_claim"), {"token_sha256": digest})).fetchone()
+        row = await (await conn.execute(q.RESET_CLAIM, {"token_sha256": digest})).fetchone()
     if row is None:
         raise ResetLinkInvalid
     user_id = str(row["user_id"])
     password_hash = await asyncio.to_thread(hash_password, password)
-    await conn.execute(
-        sql("user_set_password"), {"user_id": user_id, "password_hash": password_hash}
-    )
-    await conn.execute(sql("resets_void_of_user"), {"user_id": user_id})
-    await conn.execute(sql("sessions_end_of_user"), {"user_id": user_id})
-    user = await (await conn.execute(sql("user_email"), {"user_id": user_id})).fetchone()
+    await conn.execute(q.USER_SET_PASSWORD, {"user_id": user_id, "password_hash": password_hash})
+    await conn.execute(q.RESETS_VOID_OF_USER, {"user_id": user_id})
+    await conn.execute(q.SESSIONS_END_OF_USER, {"user_id": user_id})
+    user = await (await conn.execute(q.USER_EMAIL, {"user_id": user_id})).fetchone()
     assert user is not None
     await audit.record_for_user(
         conn,

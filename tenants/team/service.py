@@ -18,15 +18,15 @@ from observability.logging import get_logger
 from tenants import access as tenant_access
 from tenants import service as tenancy
 from tenants import sessions
-from tenants.access import EnvironmentAccess
+from tenants.access import EnvironmentAccess, Workspace
 from tenants.errors import InvalidCredentials, OrganisationNotFound
 from tenants.models import ApiKey, IssuedKey, NewOrganisation
 from tenants.passwords import DUMMY_HASH, verify_password
 from tenants.sessions import NewSession
 from tenants.team import audit, emails, invites, members, resets
+from tenants.team import queries as q
 from tenants.team.audit import Actor, AuditEvent
 from tenants.team.models import Invitation, InvitationView, Member, OrganisationAccess
-from tenants.team.queries import sql
 
 log = get_logger("queuecore.team")
 
@@ -76,7 +76,7 @@ class TeamService:
         async with self.db.connection() as conn:
             row = await (
                 await conn.execute(
-                    sql("organisation_access"),
+                    q.ORGANISATION_ACCESS,
                     {"organisation_id": organisation_id, "user_id": user_id},
                 )
             ).fetchone()
@@ -94,6 +94,16 @@ class TeamService:
         if action is not None:
             found.require(action)
         return found
+
+    async def workspaces(self, user_id: str) -> list[Workspace]:
+        """Every organisation of the user with its projects and environments."""
+        async with self.db.connection() as conn:
+            return await tenant_access.workspaces(conn, user_id)
+
+    async def list_keys(self, environment_id: str, include_revoked: bool = False) -> list[ApiKey]:
+        """An environment's keys, without their secrets."""
+        async with self.db.connection() as conn:
+            return await tenancy.list_keys(conn, environment_id, include_revoked)
 
     async def create_key(
         self,
@@ -208,7 +218,7 @@ class TeamService:
         """The account of the invited address after checking its password (None if none)."""
         if not found.has_account:
             return None
-        user = await (await conn.execute(sql("user_password"), {"email": found.email})).fetchone()
+        user = await (await conn.execute(q.USER_PASSWORD, {"email": found.email})).fetchone()
         stored = str(user["password_hash"]) if user else DUMMY_HASH
         if user is None or not await asyncio.to_thread(verify_password, stored, password):
             raise InvalidCredentials

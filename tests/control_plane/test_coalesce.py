@@ -1,4 +1,4 @@
-"""Responses leave in one write (control_plane.coalesce), intact and in order.
+"""Responses leave in one write (control_plane.edge.coalesce), intact and in order.
 
 Unit tests on a real socket pair and a real event loop (the transport under the wrapper only
 counts the calls it gets), then the server: pipelined and ``Connection: close`` requests against a
@@ -11,7 +11,7 @@ import asyncio
 import socket
 from typing import Any
 
-from control_plane.coalesce import MAX_KEPT_BYTES, CoalescingTransport
+from control_plane.edge.coalesce import MAX_KEPT_BYTES, CoalescingTransport
 from tests.control_plane.test_http_limits import connect, read_until_closed, status_of
 
 

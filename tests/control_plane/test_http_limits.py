@@ -9,7 +9,7 @@ import socket
 import time
 from urllib.parse import urlsplit
 
-from control_plane.http_limits import HEAD_TIMEOUT_S
+from control_plane.edge.http_limits import HEAD_TIMEOUT_S
 
 REFUSED_WITHIN_S = HEAD_TIMEOUT_S + 10  # the timeout plus a loaded machine's slack
 

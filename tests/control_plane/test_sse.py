@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from control_plane.sse import comment, event, events, retry_field
+from control_plane.api.sse import comment, event, events, retry_field
 
 
 def _parse(stream: bytes) -> list[dict[str, str]]:

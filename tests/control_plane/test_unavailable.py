@@ -69,7 +69,7 @@ def test_readyz_stays_ready_naming_a_degraded_redis_or_s3(
 
 def test_readyz_is_503_while_draining(services: Services) -> None:
     from control_plane.app import create_app
-    from control_plane.health import start_draining
+    from control_plane.edge.health import start_draining
 
     app = create_app()
     with TestClient(app=app, raise_server_exceptions=False) as client:

@@ -12,8 +12,8 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from data_plane import delivery
+from data_plane.delivery import queries as q
 from data_plane.delivery.model import UNKNOWN_ACK, AckOutcome
-from data_plane.groups import queries as q
 from tenants.models import NewOrganisation
 from tests.data_plane.test_consume_api import Group
 from tests.data_plane.test_pulls import CountingConnection, lookup_ref, publish_keyed

@@ -6,15 +6,16 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+from dataclasses import replace
 from typing import Any
 
 from core import settings
 from core.db import async_pool
 from core.object_store import S3ObjectStore
-from data_plane import delivery
+from core.settings import DataPlaneSettings
 from data_plane.delivery.triage import TABLE, SlowDeliveryTriage
 from data_plane.groups import service as groups
-from data_plane.runtime import DataPlane
+from data_plane.service import DataPlane, Scope
 from observability.series import SeriesWriter
 from tests.data_plane.test_triage import AT_ONCE, Received, new_target, one
 from tests.support.services import Services
@@ -51,19 +52,24 @@ def test_a_slow_s3_read_is_recorded_as_the_cause_of_a_slow_delivery(
         await pool.open(wait=True)
         objects = S3ObjectStore.from_settings(settings.object_store())
         # No block cache: every read is an S3 GET.
-        plane = DataPlane(pool, objects, services.database_url, None, AT_ONCE, cache_max_bytes=0)
+        config = replace(
+            DataPlaneSettings.from_env(),
+            database_url=services.database_url,
+            writer=AT_ONCE,
+            read_cache_max_bytes=0,
+        )
+        plane = DataPlane(pool, objects, config)
         await plane.start()
         try:
             plane.delivery_triage = SlowDeliveryTriage(slow_ms=200, max_per_s=10, rows=rows)
             async with pool.connection() as conn:
                 member = (await groups.join(conn, env, target.name, "g")).member_id
-                await conn.commit()
-                ref = await delivery.group_ref(conn, env, target.name, "g")
+            caller = Scope(target.organisation_id, env)
             await plane.writer.write(target, one(0, "fast"))
-            fast = await plane.pull(env, ref, member, 10)  # a real GET: well under 200 ms
+            fast = await plane.pull(caller, target.name, "g", member, 10)  # a real GET: < 200 ms
             await plane.writer.write(target, one(1, "slow"))
             plane.reader.objects = SlowGets(plane.reader.objects, GET_DELAY_S)
-            slow = await plane.pull(env, ref, member, 10)
+            slow = await plane.pull(caller, target.name, "g", member, 10)
             return len(fast.deliveries), len(slow.deliveries)
         finally:
             await plane.close()

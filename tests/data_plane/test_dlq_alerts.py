@@ -27,6 +27,7 @@ from core.errors import ValidationFailed
 from core.settings import WebhookSettings
 from data_plane import tasks
 from data_plane.deadletters import alerts, webhooks
+from infra.celery_app import celery_app
 from tenants.models import NewOrganisation
 from tests.support.logs import captured
 from tests.support.services import Services
@@ -157,7 +158,9 @@ class AlertingGroup:
         )
 
     def check(self) -> dict[str, int]:
-        """One run of the beat task, in this process; its deliveries go to the real worker."""
+        """One run of the beat task, in this process; its deliveries go to the real worker (through
+        the configured Celery app, made current here whichever test ran first)."""
+        celery_app()
         return tasks.check_dlq_alerts(group_id=self.id)
 
 

@@ -20,8 +20,8 @@ from litestar.testing import TestClient
 from psycopg.rows import dict_row
 
 from data_plane import tasks
+from data_plane.delivery import queries as q
 from data_plane.delivery.leases import group_by_lease
-from data_plane.groups import queries as q
 from data_plane.groups import service as groups
 from tenants.models import NewOrganisation
 from tests.data_plane.test_tasks import on_worker

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from control_plane.consume import Renderer
+from control_plane.api.consume import Renderer
 from data_plane.delivery import GroupRef
 from data_plane.delivery.leases import (
     RangeBits,

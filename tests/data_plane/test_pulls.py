@@ -15,8 +15,8 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 
 from data_plane import delivery
+from data_plane.delivery import queries as q
 from data_plane.faults import FaultyObjectStore
-from data_plane.groups import queries as q
 from data_plane.read.cache import BlockCache
 from data_plane.read.reader import SegmentReader
 from data_plane.write.segment import Message

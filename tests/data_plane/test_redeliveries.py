@@ -9,7 +9,7 @@ import pytest
 from litestar.testing import TestClient
 
 from core.db import connect
-from data_plane.groups import queries as q
+from data_plane.delivery import queries as q
 from tenants.models import NewOrganisation
 from tests.data_plane.test_consume_api import Group
 from tests.data_plane.test_pulls import pull_directly

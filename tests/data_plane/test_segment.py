@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from data_plane.write.segment import (
+    BLOCK_VERSIONS,
     FORMAT_VERSION,
     HEADER_SIZE,
     TRAILER_SIZE,
@@ -37,6 +38,7 @@ messages_st = st.builds(
     headers=st.dictionaries(st.text(max_size=12), st.text(max_size=24), max_size=3),
     value=st.binary(max_size=300),
     timestamp_ms=st.integers(-(2**63), 2**63 - 1),
+    encoding=st.sampled_from([0, 0, 0, 1, 2]),  # mostly REST's; a Kafka client's now and then
 )
 block_keys_st = st.tuples(st.text(max_size=16), st.integers(0, 2**32 - 1))
 segments_st = st.dictionaries(
@@ -289,7 +291,7 @@ def test_newer_trailer_version_is_named_in_the_error() -> None:
 def test_newer_block_version_is_named_in_the_error() -> None:
     data, refs = encode_segment(SMALL_SEGMENT)
     block = slice_of(data, refs[0])
-    newer = reseal_block(block[:4] + struct.pack("<H", FORMAT_VERSION + 1) + block[6:])
+    newer = reseal_block(block[:4] + struct.pack("<H", max(BLOCK_VERSIONS) + 1) + block[6:])
 
     with pytest.raises(SegmentCorrupt, match="unsupported block format version"):
         decode_block(newer)
@@ -318,3 +320,14 @@ def test_decoded_messages_are_invisible_to_the_cycle_collector() -> None:
     # collection walk them all (60-110 ms pauses in a warm API process).
     data, _ = encode_segment({("t", 0): [Message(b"k", {"h": "v"}, b'"v"', 1)] * 3})
     assert not any(gc.is_tracked(m) for m in decode_segment(data)[("t", 0)])
+
+
+def test_rest_only_blocks_keep_format_1_and_kafka_encodings_use_format_2() -> None:
+    rest = [Message(b"k", {"h": "v"}, b'{"a":1}', 5)]
+    kafka = [*rest, Message(None, {}, b'"AAE="', 6, encoding=1), Message(None, {}, b"null", 7, 2)]
+    plain, _ = encode_segment({("t", 0): rest})
+    mixed, _ = encode_segment({("t", 0): kafka})
+    assert plain[HEADER_SIZE + 4] == 1  # block version, little-endian u16 after the crc
+    assert mixed[HEADER_SIZE + 4] == 2
+    assert decode_segment(mixed)[("t", 0)] == kafka
+    assert [m.encoding for m in decode_segment(plain)[("t", 0)]] == [0]

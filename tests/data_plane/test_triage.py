@@ -15,7 +15,7 @@ from benchmarks import phases
 from core import settings
 from core.db import async_pool
 from core.object_store import S3ObjectStore
-from core.settings import TriageSettings, WriterSettings
+from core.settings import GreptimeSettings, TriageSettings, WriterSettings
 from data_plane.topics import service as topic_service
 from data_plane.write.segment import Message
 from data_plane.write.timing import FlushClock, PhaseTimings, percentile_us
@@ -32,7 +32,9 @@ PUT_DELAY_S = 0.4
 
 def test_triage_settings_are_off_by_default_and_validated() -> None:
     assert TriageSettings.from_env({}).slow_ms == 0
-    assert SlowPublishTriage.from_settings(TriageSettings.from_env({})) is None
+    assert (
+        SlowPublishTriage.from_settings(TriageSettings.from_env({}), GreptimeSettings(None)) is None
+    )
     on = TriageSettings.from_env({"QUEUECORE_TRIAGE_SLOW_MS": "50"})
     assert (on.slow_ms, on.max_per_s) == (50, 10)
     for bad in ({"QUEUECORE_TRIAGE_SLOW_MS": "-1"}, {"QUEUECORE_TRIAGE_MAX_PER_S": "0"}):

@@ -64,6 +64,12 @@ class Api:
     env: dict[str, str]
     log: Path
     process: subprocess.Popen[bytes] | None = None
+    kafka_port: int = 0
+
+    @property
+    def bootstrap(self) -> str:
+        """The Kafka listener's address."""
+        return f"127.0.0.1:{self.kafka_port}"
 
     @property
     def url(self) -> str:
@@ -74,6 +80,7 @@ class Api:
         """Spawn the replica in its own process group and wait until it is ready."""
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
         env |= {"QUEUECORE_HTTP_PORT": str(self.port), "QUEUECORE_HTTP_WORKERS": "1"}
+        env |= {"QUEUECORE_KAFKA_PORT": str(self.kafka_port)}
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "infra.cli", "serve"],
@@ -172,6 +179,7 @@ class Cluster:
             migrate.apply(pg.url)
             for index in range(replicas):
                 api = Api(f"api{index}", free_port_block(), cluster.env(), logs / f"api{index}.log")
+                api.kafka_port = free_port_block()
                 cluster.apis.append(api)
                 api.start()
         except BaseException:

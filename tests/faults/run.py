@@ -24,6 +24,7 @@ from typing import Any
 from tests.faults.checker import check
 from tests.faults.cluster import TARGET_KINDS, Cluster, Nemesis
 from tests.faults.history import Recorder
+from tests.faults.kafka_producers import kafka_producer
 from tests.faults.workload import DELIVERY, Config, Workload, run_all
 from tests.support.tenancy import new_organisation
 
@@ -49,6 +50,7 @@ def run(
         config = Config(seed=seed, producers=producers, min_ops=min_ops)
         urls = [api.url for api in cluster.apis]
         workload = Workload(urls, org.keys["production"].secret, recorder, config)
+        workload.bootstraps = [api.bootstrap for api in cluster.apis]
         nemesis = Nemesis(cluster, seed, targets)
         _drive(workload, nemesis, faults, duration_s)
     finally:
@@ -97,7 +99,11 @@ async def _workload_main(workload: Workload, ready: threading.Event) -> None:
 
 async def _produce(workload: Workload) -> None:
     """Producers until the nemesis is done and enough operations are recorded; then drain."""
-    await run_all([partial(workload.producer, n) for n in range(workload.config.producers)])
+    producers = [partial(workload.producer, n) for n in range(workload.config.producers)]
+    producers += [
+        partial(kafka_producer, workload, n) for n in range(workload.config.kafka_producers)
+    ]
+    await run_all(producers)
     await _drain(workload)
     workload.consumers_stop.set()
 
@@ -125,9 +131,12 @@ def summarise(
     report = check(events)
     outcomes: dict[str, Counter[str]] = defaultdict(Counter)
     kinds = {e["id"]: e["op"] for e in events if e["type"] == "invoke"}
+    kafka = {e["id"] for e in events if e["type"] == "invoke" and e["process"].startswith("kafka")}
     for event in events:
         if event["type"] == "complete":
             outcomes[kinds[event["id"]]][event["outcome"]] += 1
+            if event["id"] in kafka:
+                outcomes["kafkaProduce"][event["outcome"]] += 1
     return {
         "seed": seed,
         "elapsedS": round(elapsed_s, 1),

@@ -48,6 +48,7 @@ def test_no_anomaly_under_kills_and_freezes_of_api_s3_postgres_and_redis(
     assert summary["faults"] >= 10 and kinds == set(TARGET_KINDS), summary["faultsByKind"]
     assert summary["outcomes"]["publish"]["ok"] >= 500, summary["outcomes"]
     assert summary["outcomes"]["ack"]["ok"] >= 100, summary["outcomes"]
+    assert summary["outcomes"]["kafkaProduce"]["ok"] >= 100, summary["outcomes"]
     checked = summary["checked"]
     assert min(checked.get(what, 0) for what in NON_VACUOUS) > 0, checked  # the checks saw data
     found = {name: n for name, n in summary["anomalies"].items() if n}

@@ -46,6 +46,7 @@ class Config:
 
     seed: int = 13
     producers: int = 4
+    kafka_producers: int = 2  # aiokafka producers (tests/faults/kafka_producers.py)
     min_ops: int = 0  # producers go on after the fault period until this many are recorded
     request_timeout_s: float = 5.0
     batch_ratio: float = 0.3
@@ -66,6 +67,7 @@ class Workload:
     lookup: str | None = None
     lag: dict[str, int] = field(default_factory=dict)
     clients: list[httpx.AsyncClient] = field(default_factory=list)
+    bootstraps: list[str] = field(default_factory=list)  # each replica's Kafka listener
 
     # ---- plumbing -------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -10,6 +11,7 @@ import psycopg
 import pytest
 
 from infra import migrate
+from infra.layers import PACKAGES, ROOT
 from tests.support.services import Services
 
 
@@ -111,3 +113,59 @@ def test_a_function_changed_by_hand_is_put_back_by_the_next_apply(fresh_database
 def test_migrations_hold_no_function_definitions() -> None:
     for path in migrate.MIGRATIONS_DIR.glob("*.sql"):
         assert "CREATE FUNCTION" not in path.read_text().upper().replace("OR REPLACE ", ""), path
+
+
+# --- released functions never change under their name (rolling deploys) -----------------------
+
+
+def test_no_released_function_changed_under_its_name() -> None:
+    files = migrate.function_files()
+    assert {"qc_pull", "qc_commit_flush", "qc_ack_ranges"} <= set(files)
+    violations = migrate.function_violations(
+        files, migrate.released_functions(), migrate.dropped_functions()
+    )
+    assert violations == []
+
+
+def test_a_body_changed_under_a_released_name_is_refused_and_a_new_name_is_the_way() -> None:
+    files = migrate.function_files()
+    released = migrate.released_functions()
+    changed = files["qc_pull"].replace("clock_timestamp()", "now()")
+    assert changed != files["qc_pull"]
+
+    refused = migrate.function_violations({**files, "qc_pull": changed}, released, set())
+    assert [v.split(":")[0] for v in refused] == ["qc_pull changed under its released name"]
+
+    renamed = changed.replace("FUNCTION qc_pull(", "FUNCTION qc_pull_v2(")
+    recorded = {**released, "qc_pull_v2": migrate.body_digest(renamed)}
+    assert migrate.function_violations({**files, "qc_pull_v2": renamed}, recorded, set()) == []
+    # A comment is not the body: editing one needs no new name.
+    commented = files["qc_pull"].replace("-- qc_pull:", "-- qc_pull (reworded):")
+    assert migrate.function_violations({**files, "qc_pull": commented}, released, set()) == []
+
+
+def test_a_released_function_stays_until_a_migration_drops_it_and_never_comes_back() -> None:
+    files = migrate.function_files()
+    released = migrate.released_functions()
+    without = {name: text for name, text in files.items() if name != "qc_pull_state"}
+
+    assert migrate.function_violations(without, released, set()) == [
+        "qc_pull_state is released: keep its file until a migration drops it"
+    ]
+    assert migrate.function_violations(without, released, {"qc_pull_state"}) == []
+    assert migrate.function_violations(files, released, {"qc_pull_state"})[0].startswith(
+        "qc_pull_state was dropped"
+    )
+
+
+def test_every_function_a_statement_calls_is_defined_by_a_file_of_that_name() -> None:
+    files = migrate.function_files()
+    for name, text in files.items():
+        assert f"FUNCTION {name}(" in text, f"{name}'s file defines another function"
+    called = set()
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.sql"):
+            if "migrations" not in path.parts:
+                called.update(re.findall(r"\b(qc_\w+)\s*\(", path.read_text()))
+    assert {"qc_pull", "qc_commit_flush", "qc_ack_ranges"} <= called
+    assert called - set(files) == set()

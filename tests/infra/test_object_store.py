@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
 from core import settings
 from core.object_store import ObjectNotFound, S3ObjectStore
+from core.settings import ObjectStoreSettings
 from tests.support.services import Services
 
 
 @pytest.fixture
 def store(services: Services, unique: Callable[[str], str]) -> S3ObjectStore:
-    base = S3ObjectStore.from_settings(settings.object_store())
-    return S3ObjectStore(client=base.client, bucket=base.bucket, prefix=unique("store"))
+    return replace(S3ObjectStore.from_settings(settings.object_store()), prefix=unique("store"))
 
 
 def test_put_get_and_ranged_get(store: S3ObjectStore) -> None:
@@ -40,4 +41,12 @@ def test_missing_object_is_object_not_found(store: S3ObjectStore) -> None:
 def test_ping_fails_for_missing_bucket(store: S3ObjectStore) -> None:
     store.ping()
     with pytest.raises(Exception):
-        S3ObjectStore(client=store.client, bucket="no-such-bucket-qc").ping()
+        replace(store, bucket="no-such-bucket-qc").ping()
+
+
+def test_the_put_transport_is_chosen_by_configuration(services: Services) -> None:
+    env = {**services.env(), "QUEUECORE_S3_PUT_THREADS": "3"}
+    threaded = S3ObjectStore.from_settings(ObjectStoreSettings.from_env(env))
+    assert threaded.http.put_threads == 3
+    on_the_loop = S3ObjectStore.from_settings(ObjectStoreSettings.from_env(services.env()))
+    assert on_the_loop.http.put_threads == 0

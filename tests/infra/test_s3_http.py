@@ -66,7 +66,6 @@ def store(services: Services, unique: Callable[[str], str]) -> S3ObjectStore:
 @pytest.mark.parametrize("threads", [8, 0], ids=["put-threads", "on-the-loop"])
 @pytest.mark.parametrize("size", [0, 1024, 60_000, 3 * 1024 * 1024 + 7])
 def test_put_async_stores_exact_bytes(store: S3ObjectStore, size: int, threads: int) -> None:
-    assert store.http is not None
     store.http.put_threads = threads
     data = bytes(i % 251 for i in range(size))
 
@@ -79,7 +78,6 @@ def test_a_pooled_connection_that_died_is_replaced(store: S3ObjectStore) -> None
     async def scenario() -> None:
         await store.put_async("one", b"1")
         assert await store.get_async("one") == b"1"  # GETs pool their connections on the loop
-        assert store.http is not None
         assert store.http._idle
         for connection in store.http._idle:
             connection.writer.transport.abort()  # as when the server closes an idle connection
@@ -121,12 +119,10 @@ def test_get_async_of_a_missing_key_is_object_not_found(store: S3ObjectStore) ->
 
 
 def test_a_pooled_put_connection_that_died_is_replaced(store: S3ObjectStore) -> None:
-    assert store.http is not None
     store.http.put_threads = 2
 
     async def scenario() -> None:
         await store.put_async("one", b"1")
-        assert store.http is not None
         assert store.http._idle_blocking  # PUTs pool their connections in the PUT threads
         for connection in store.http._idle_blocking:
             connection.sock.shutdown(socket.SHUT_RDWR)  # as when the server closes it
@@ -142,7 +138,6 @@ def test_a_stalled_put_fails_within_the_request_timeout(store: S3ObjectStore) ->
     silent.bind(("127.0.0.1", 0))
     silent.listen(8)
     port = silent.getsockname()[1]
-    assert store.http is not None
     stalled = S3HttpClient(
         Endpoint.parse(f"http://127.0.0.1:{port}", "us-east-1"),
         store.http.signer,

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from core import settings
 from core.settings import (
     DatabaseSettings,
     DevStackSettings,
@@ -17,6 +21,7 @@ from core.settings import (
     TelemetrySettings,
     WebhookSettings,
 )
+from infra.layers import PACKAGES, ROOT
 
 
 def test_object_store_url_gives_bucket_prefix_and_endpoint() -> None:
@@ -118,3 +123,44 @@ def test_process_with_bad_setting_exits_with_one_clear_line(command: str) -> Non
     assert lines == [
         "queuecore: configuration error: QUEUECORE_DATABASE_URL: must be a postgresql/postgres URL, got 'not-a-url'"
     ]
+
+
+def variables_read(root: Path) -> set[str]:
+    """Every environment variable the server's packages read: the settings loaders' names, the
+    ``PREFIX + …`` and ``QUEUECORE_…`` literals, and ``os.environ.get`` / ``os.getenv`` keys."""
+    readers = {"_env", "_required", "_int", "_ratio", "_bool", "_port", "_choice"}
+    found = set()
+    for package in PACKAGES:
+        for path in (root / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Call) and node.args:
+                    name, first = ast.unparse(node.func), node.args[0]
+                    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                        if name in readers:
+                            found.add(settings.PREFIX + first.value)
+                        elif name in {"os.environ.get", "os.getenv", "environ.get"}:
+                            found.add(first.value)
+                elif (
+                    isinstance(node, ast.BinOp)
+                    and ast.unparse(node.left) == "PREFIX"
+                    and isinstance(node.right, ast.Constant)
+                    and re.fullmatch(r"[A-Z0-9_]+", str(node.right.value))
+                ):
+                    found.add(settings.PREFIX + str(node.right.value))
+                elif isinstance(node, ast.Constant) and re.fullmatch(
+                    r"QUEUECORE_[A-Z0-9_]+", str(node.value)
+                ):
+                    found.add(str(node.value))
+    return found
+
+
+def test_every_variable_the_code_reads_is_in_the_readme_configuration_table() -> None:
+    readme = (ROOT / "README.md").read_text()
+    table = readme[
+        readme.index("## Configuration") : readme.index(
+            "\n## ", readme.index("## Configuration") + 1
+        )
+    ]
+    read = variables_read(ROOT)
+    assert {"QUEUECORE_DATABASE_URL", "QUEUECORE_S3_PUT_THREADS", "QUEUECORE_SPARK_MASTER"} <= read
+    assert sorted(name for name in read if f"`{name}`" not in table) == []

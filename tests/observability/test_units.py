@@ -156,7 +156,7 @@ def test_timed_records_duration_and_counts_errors_but_not_cancellation() -> None
 
 def test_route_details_name_spans_by_template_and_leave_unrouted_paths_unnamed() -> None:
     from control_plane.app import create_app
-    from control_plane.tracing import route_details
+    from control_plane.edge.tracing import route_details
 
     app = create_app()
     name, attributes = route_details(

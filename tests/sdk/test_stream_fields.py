@@ -6,7 +6,7 @@ import json
 
 from queuecore._sse import LineSplitter, sse_events
 
-from control_plane.sse import event, events, retry_field
+from control_plane.api.sse import event, events, retry_field
 
 
 def test_the_sdk_skips_the_retry_field_and_reads_the_events_after_it() -> None:

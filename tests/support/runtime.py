@@ -6,7 +6,7 @@ from typing import Any
 
 from litestar import Litestar
 
-from data_plane.runtime import DataPlane
+from data_plane.service import DataPlane
 
 
 def data_plane_of(app: Litestar) -> DataPlane:

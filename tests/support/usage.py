@@ -7,7 +7,7 @@ from typing import Any
 
 from litestar.testing import TestClient
 
-from control_plane.resources import resources_of
+from control_plane.edge.resources import resources_of
 from core.db import connect
 
 COUNTER_COLUMNS = (

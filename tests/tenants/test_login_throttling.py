@@ -18,7 +18,7 @@ import redis as sync_redis
 from litestar.testing import TestClient
 from redis.asyncio import Redis
 
-from control_plane.resources import resources_of
+from control_plane.edge.resources import resources_of
 from core import settings
 from infra.embedded import free_port_block
 from tenants import sessions as session_service

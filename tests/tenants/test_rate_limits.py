@@ -18,8 +18,8 @@ from litestar.middleware import DefineMiddleware
 from litestar.testing import TestClient
 from redis.asyncio import Redis
 
-from control_plane.auth import ApiKeyAuthenticationMiddleware, requires_scope
-from control_plane.rate_limit import rate_limit_middleware
+from control_plane.edge.auth import ApiKeyAuthenticationMiddleware, requires_scope
+from control_plane.edge.rate_limit import rate_limit_middleware
 from core import settings
 from infra.embedded import EmbeddedRedis, free_port_block
 from tenants import rate_limits

@@ -74,6 +74,8 @@ class AsyncMessage:
     _consumer: AsyncConsumer = field(repr=False)
     _member_id: str = field(repr=False)
     _settled: bool = field(default=False, repr=False)
+    #: ``"base64"`` when ``data`` is the base64 of a non-JSON value a Kafka client produced.
+    encoding: str | None = None
     _size: int = field(default=0, repr=False)  # bytes, for flow control
     _arrived: float = field(default=0.0, repr=False)  # time.monotonic()
     _deadline: float = field(default=0.0, repr=False)  # when its lease ends, as far as we know
@@ -97,6 +99,7 @@ class AsyncMessage:
             body["ackId"],
             consumer,
             member_id,
+            encoding=body.get("encoding"),
         )
 
     @property

@@ -16,6 +16,7 @@ export interface WireMessage {
   timestamp: string;
   attempt: number;
   ackId: string;
+  encoding?: string;
 }
 
 /** What a message asks of its consumer. */
@@ -38,6 +39,8 @@ export class Message<T = unknown> implements Held {
   /** 1 on first delivery, then one more per redelivery. */
   readonly attempt: number;
   readonly ackId: string;
+  /** `"base64"` when `data` is the base64 of a non-JSON value a Kafka client produced; else null. */
+  readonly encoding: string | null;
   /** The member this message was leased to. */
   readonly memberId: string;
   /** @internal flow control and lease keeping */
@@ -65,6 +68,7 @@ export class Message<T = unknown> implements Held {
     this.timestamp = wire.timestamp;
     this.attempt = wire.attempt;
     this.ackId = wire.ackId;
+    this.encoding = wire.encoding ?? null;
     this.memberId = memberId;
   }
 

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from litestar.testing import TestClient
 
-from control_plane.resources import resources_of
+from control_plane.edge.resources import resources_of
 from core.settings import DevStackSettings, HttpSettings
 from infra.devstack import DevStack
 from tenants.login_throttle import LoginThrottle, ThrottlePolicy

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from data_plane.runtime import DataPlane
+from data_plane.service import DataPlane
 from tenants.models import NewOrganisation
 from tests.control_plane.dashboard.pages import (
     Browser,

@@ -1,0 +1,6 @@
+-- One issued document by number, only within the organisation (another's is not found).
+SELECT i.id, i.number, i.kind, i.organisation_id, i.organisation_name, i.tier, i.period_start, i.period_end,
+i.currency, i.total_cents, i.reason, i.issued_at, c.number AS credited_number
+FROM invoices i LEFT JOIN invoices c ON c.id = i.credited_invoice_id
+WHERE i.number = %(number)s AND i.status = 'issued'
+  AND (%(organisation_id)s::text IS NULL OR i.organisation_id = %(organisation_id)s::text)

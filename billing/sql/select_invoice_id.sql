@@ -1,0 +1,1 @@
+SELECT id FROM invoices WHERE number = %(number)s

@@ -1,0 +1,1 @@
+"""The ``/v1`` API: controllers that parse, call one service method and serialise."""

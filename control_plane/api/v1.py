@@ -1,0 +1,49 @@
+"""The ``/v1`` API: every route authenticated by API key and scoped to its environment."""
+
+from __future__ import annotations
+
+from litestar import Router
+from litestar.middleware import DefineMiddleware
+
+from control_plane.api.alerts import AlertsController
+from control_plane.api.consume import ConsumeController
+from control_plane.api.dlq import DeadLetterController
+from control_plane.api.groups import GroupsController
+from control_plane.api.idempotency import IdempotencyController
+from control_plane.api.invoices import InvoicesController
+from control_plane.api.keys import KeysController
+from control_plane.api.lag import LagController
+from control_plane.api.messages import MessagesController
+from control_plane.api.topics import PublishController, TopicsController
+from control_plane.api.usage import UsageController
+from control_plane.edge.anonymous_limit import anonymous_rate_limit_middleware
+from control_plane.edge.auth import ApiKeyAuthenticationMiddleware, scope_middleware
+from control_plane.edge.rate_limit import rate_limit_middleware
+
+
+def v1_router() -> Router:
+    """All ``/v1`` controllers behind key authentication, rate limits and scope checks."""
+    return Router(
+        path="/v1",
+        route_handlers=[
+            MessagesController,
+            KeysController,
+            AlertsController,
+            TopicsController,
+            PublishController,
+            IdempotencyController,
+            GroupsController,
+            ConsumeController,
+            DeadLetterController,
+            LagController,
+            UsageController,
+            InvoicesController,
+        ],
+        middleware=[
+            anonymous_rate_limit_middleware,
+            DefineMiddleware(ApiKeyAuthenticationMiddleware),
+            rate_limit_middleware,
+            scope_middleware,
+        ],
+        security=[{"apiKey": []}],
+    )

@@ -1,0 +1,1 @@
+"""The HTTP edge every request passes: ids, limits, authentication, errors, tracing, drain."""

@@ -1,0 +1,1 @@
+DELETE FROM alert_endpoints WHERE environment_id = %(environment_id)s RETURNING environment_id

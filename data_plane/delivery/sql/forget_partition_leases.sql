@@ -1,0 +1,1 @@
+DELETE FROM group_leases WHERE group_id = %(group_id)s AND partition = %(partition)s

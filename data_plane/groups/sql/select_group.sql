@@ -1,0 +1,1 @@
+SELECT * FROM consumer_groups WHERE topic_id = %(topic_id)s AND name = %(name)s

@@ -1,0 +1,1 @@
+SELECT pg_notify('qc_publish', %(payload)s)

@@ -1,0 +1,1 @@
+DELETE FROM topics WHERE id = %(topic_id)s AND status = 'deleting'

@@ -1,0 +1,2 @@
+WITH gone AS (DELETE FROM segment_blocks WHERE topic_id = %(topic_id)s RETURNING object_key)
+SELECT object_key, count(*) AS blocks FROM gone GROUP BY object_key

@@ -1,0 +1,1 @@
+DELETE FROM idempotency_keys WHERE topic_id = %(topic_id)s

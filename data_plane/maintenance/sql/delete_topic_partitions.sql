@@ -1,0 +1,1 @@
+DELETE FROM partitions WHERE topic_id = %(topic_id)s

@@ -1,0 +1,1 @@
+SELECT id FROM topics WHERE id = %(topic_id)s AND status = 'deleting' FOR UPDATE

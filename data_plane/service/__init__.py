@@ -1,0 +1,170 @@
+"""The one door to the data plane: what every edge (HTTP controllers, dashboard pages, Celery
+tasks, a listener speaking another protocol) calls, and all it imports of the data plane.
+
+:class:`DataPlane` serves a process's callers: publish and batch, pull and stream, ack, nack and
+extend, browse, and through ``topics``, ``groups`` and ``dead_letters`` their administration.
+:class:`Upkeep` is the background work a worker runs. Inputs are typed (a :class:`Caller` says
+which tenant environment a call is for; requests are msgspec Structs), results are typed, and
+errors are ``core.errors`` types carrying their data, which each edge maps to its protocol in one
+place. Everything else in ``data_plane`` is internal to it (``tests/infra/test_layers.py``).
+"""
+
+from data_plane.deadletters.alert_schemas import AlertEndpointRequest, AlertEndpointView
+from data_plane.deadletters.alerts import AlertEndpoint, AlertEndpointNotFound
+from data_plane.deadletters.service import (
+    MAX_PAGE as MAX_DEAD_LETTER_PAGE,
+)
+from data_plane.deadletters.service import (
+    DeadLetterNotFound,
+    DeadLetterPage,
+    DeadLetterReplayed,
+    DeadLetterView,
+    Replayed,
+)
+from data_plane.delivery import AckOutcome, AckRejected, Delivery, GroupRef, Pulled
+from data_plane.errors import (
+    MessageTooLarge,
+    PublishOutcomeUnknown,
+    QuotaExceeded,
+    TopicExists,
+    TopicNotFound,
+)
+from data_plane.groups.classic import GroupError
+from data_plane.groups.classic import JoinRequest as ClassicJoinRequest
+from data_plane.groups.lag import LagPoint, LagSeries
+from data_plane.groups.schemas import (
+    GroupConfigRequest,
+    GroupSummary,
+    GroupView,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinRequest,
+    JoinResponse,
+    Window,
+)
+from data_plane.groups.service import format_duration_ms
+from data_plane.read.reader import (
+    OffsetOutOfRange,
+    PartitionNotFound,
+    ReadResult,
+    StoredMessage,
+    TopicRef,
+)
+from data_plane.read.schemas import (
+    ENCODINGS,
+    DeliveredMessage,
+    MessagePage,
+    iso_timestamp,
+    message_page,
+)
+from data_plane.service.consuming import KEEPALIVE_S, Stream
+from data_plane.service.plane import DataPlane, NackItem, NackOutcome
+from data_plane.service.scope import Caller, Scope
+from data_plane.service.upkeep import LAG_BUCKET_S, SETTLED_ACK_GRACE_S, SNAPSHOT_KEEP_S, Upkeep
+from data_plane.service.views import group_view
+from data_plane.topics.overview import GroupDetail, TopicDetail, TopicSummary
+from data_plane.topics.schemas import (
+    BatchItemResult,
+    BatchPublishRequest,
+    BatchPublishResult,
+    CreateTopicRequest,
+    IdempotencyKey,
+    PublishRequest,
+    PublishResult,
+    TopicList,
+    TopicView,
+    UpdateTopicRequest,
+)
+from data_plane.topics.service import DELIVERIES, LATENCY_CLASSES
+from data_plane.topics.traffic import WINDOWS, TrafficSeries, TrafficWindow
+from data_plane.write.publish import Published, TopicRoute, message_id
+from data_plane.write.records import Appended, OutOfOrderSequence, ProducerBatch
+from data_plane.write.records import PartitionNotFound as NoSuchPartition
+from data_plane.write.segment import BYTES, JSON, NULL, Message
+
+__all__ = [
+    "BYTES",
+    "DELIVERIES",
+    "ENCODINGS",
+    "JSON",
+    "KEEPALIVE_S",
+    "LAG_BUCKET_S",
+    "LATENCY_CLASSES",
+    "MAX_DEAD_LETTER_PAGE",
+    "NULL",
+    "SETTLED_ACK_GRACE_S",
+    "SNAPSHOT_KEEP_S",
+    "WINDOWS",
+    "AckOutcome",
+    "AckRejected",
+    "AlertEndpoint",
+    "AlertEndpointNotFound",
+    "AlertEndpointRequest",
+    "AlertEndpointView",
+    "Appended",
+    "BatchItemResult",
+    "BatchPublishRequest",
+    "BatchPublishResult",
+    "Caller",
+    "ClassicJoinRequest",
+    "CreateTopicRequest",
+    "DataPlane",
+    "DeadLetterNotFound",
+    "DeadLetterPage",
+    "DeadLetterReplayed",
+    "DeadLetterView",
+    "DeliveredMessage",
+    "Delivery",
+    "GroupConfigRequest",
+    "GroupDetail",
+    "GroupError",
+    "GroupRef",
+    "GroupSummary",
+    "GroupView",
+    "HeartbeatRequest",
+    "HeartbeatResponse",
+    "IdempotencyKey",
+    "JoinRequest",
+    "JoinResponse",
+    "LagPoint",
+    "LagSeries",
+    "Message",
+    "MessagePage",
+    "MessageTooLarge",
+    "NackItem",
+    "NackOutcome",
+    "NoSuchPartition",
+    "OffsetOutOfRange",
+    "OutOfOrderSequence",
+    "PartitionNotFound",
+    "ProducerBatch",
+    "PublishOutcomeUnknown",
+    "PublishRequest",
+    "PublishResult",
+    "Published",
+    "Pulled",
+    "QuotaExceeded",
+    "ReadResult",
+    "Replayed",
+    "Scope",
+    "StoredMessage",
+    "Stream",
+    "TopicDetail",
+    "TopicExists",
+    "TopicList",
+    "TopicNotFound",
+    "TopicRef",
+    "TopicRoute",
+    "TopicSummary",
+    "TopicView",
+    "TrafficSeries",
+    "TrafficWindow",
+    "UpdateTopicRequest",
+    "Upkeep",
+    "Window",
+    "format_duration_ms",
+    "group_view",
+    "iso_timestamp",
+    "message_id",
+    "message_page",
+]

@@ -1,0 +1,5 @@
+SELECT id, organisation_id, environment_id, name, partitions, retention_s, delivery, latency_class,
+status, created_at, updated_at
+ FROM topics
+WHERE environment_id = %(environment_id)s AND status = 'active'
+ORDER BY name

@@ -1,0 +1,1 @@
+SELECT project_id FROM environments WHERE id = %(environment_id)s
