@@ -143,6 +143,10 @@ class Stack:
         self.api_key = asyncio.run(_new_tenant(self.postgres.url))
         return self.api_key
 
+    def developer_key(self) -> str:
+        """A production key of a new Developer-tier organisation (100 publish, 50 consume a second)."""
+        return asyncio.run(_new_tenant(self.postgres.url, tier="developer"))
+
     def create_topic(self, name: str, latency_class: str, partitions: int = 3) -> None:
         """``POST /v1/topics``; anything but 201 stops the run with the server's answer."""
         body = {
@@ -255,7 +259,7 @@ def _kill_tree(pid: int) -> None:
                 proc.kill()
 
 
-async def _new_tenant(database_url: str) -> str:
+async def _new_tenant(database_url: str, tier: str = "enterprise") -> str:
     """Create the organisation with the tenancy service, exactly as sign-up does."""
     from tenants import service as tenants
 
@@ -266,8 +270,9 @@ async def _new_tenant(database_url: str) -> str:
             f"bench-{suffix}",
             f"bench-{suffix}@example.com",
             secrets.token_urlsafe(18),
-            tier="enterprise",
+            tier=tier,
         )
-        await tenants.set_tier(conn, created.organisation.id, "enterprise", UNLIMITED)
+        if tier == "enterprise":
+            await tenants.set_tier(conn, created.organisation.id, "enterprise", UNLIMITED)
         await conn.commit()
     return created.keys["production"].secret

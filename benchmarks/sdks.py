@@ -20,6 +20,9 @@ another, and consumes and acks as many from a topic filled beforehand (not timed
 
 A script, not a test: nothing asserts a timing. The figures are messages per second; on a
 shared machine they move by tens of per cent between runs, so compare clients of one run.
+
+Then, on a Developer-tier key, each SDK's default settings keeping up (``benchmarks.keeping_up``):
+concurrent publishes, acks one by one, a slow sequential handler's dead letters.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import Any
 import httpx
 from queuecore import AsyncMessage, AsyncQueueCore, QueueCore
 
+from benchmarks import keeping_up
 from benchmarks._stack import REPO_ROOT, Stack
 
 Runner = Callable[[Stack, str, int, int], Awaitable[float]]
@@ -313,6 +317,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ts-dir", type=Path, default=REPO_ROOT / "sdk" / "typescript")
     parser.add_argument("--go-dir", type=Path, default=REPO_ROOT / "sdk" / "go")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument("--keep-publishes", type=int, default=2000)
+    parser.add_argument("--keep-acks", type=int, default=2000)
+    parser.add_argument("--slow-messages", type=int, default=150)
+    parser.add_argument("--slow-ms", type=int, default=40)
+    parser.add_argument(
+        "--keeping-up-only", action="store_true", help="only the Developer-tier keeping-up table"
+    )
     return parser.parse_args(argv)
 
 
@@ -334,15 +345,26 @@ def main(argv: list[str] | None = None) -> int:
             stack.start_services()
             stack.start_api()
             stack.create_tenant()
-            chosen = clients(args.ts_dir, args.go_dir, root)
+            commands = external_commands(args.ts_dir, args.go_dir, root)
+            rows: list[Any] = []
+            if not args.keeping_up_only:
+                chosen = clients(args.ts_dir, args.go_dir, root)
+                if args.only:
+                    chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}
+                rows = asyncio.run(run_all(stack, chosen, args))
+            keeping = keeping_up.runners(commands)
             if args.only:
-                chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}
-            rows = asyncio.run(run_all(stack, chosen, args))
+                keeping = {k: v for k, v in keeping.items() if k in args.only.split(",")}
+            kept = asyncio.run(
+                keeping_up.run_all(stack.base_url, stack.developer_key(), keeping, args)
+            )
         finally:
             stack.stop()
-    print(report(rows, args))
+    if rows:
+        print(report(rows, args))
+    print(keeping_up.report(kept, args))
     if args.json is not None:
-        args.json.write_text(json.dumps(rows, indent=2))
+        args.json.write_text(json.dumps({"throughput": rows, "keepingUp": kept}, indent=2))
     return 0
 
 

@@ -30,7 +30,8 @@ HOUR_S = 3600
 # The counters of one (environment, hour), in this order (a list: updated in place per request).
 MESSAGES_IN, BYTES_IN, MESSAGES_OUT, BYTES_OUT, PUBLISH, CONSUME, ADMIN = range(7)
 COUNTERS = 7
-_REQUEST_INDEX = {"publish": PUBLISH, "consume": CONSUME, "admin": ADMIN}
+# Heartbeats and extends have a rate budget of their own ("lease") but are consume requests.
+_REQUEST_INDEX = {"publish": PUBLISH, "consume": CONSUME, "admin": ADMIN, "lease": CONSUME}
 
 
 class HourlyUsage(NamedTuple):

@@ -98,8 +98,10 @@ class RateLimitExceeded(ClientError):
 
 
 def limits_key(organisation_id: str) -> str:
-    """Redis key of an organisation's rates (hash-tagged so one script may touch both keys)."""
-    return f"{KEY_PREFIX}:{{{organisation_id}}}:limits"
+    """Redis key of an organisation's rates (hash-tagged so one script may touch both keys).
+
+    Versioned by the number of categories: a replica that knows fewer keeps its own key."""
+    return f"{KEY_PREFIX}:{{{organisation_id}}}:limits:{len(CATEGORIES)}"
 
 
 def window_key(organisation_id: str, key_id: str, category: str) -> str:

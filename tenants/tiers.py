@@ -9,9 +9,12 @@ import msgspec
 from core.errors import ValidationFailed
 
 TierName = Literal["developer", "pro", "enterprise"]
-Category = Literal["publish", "consume", "admin"]
+Category = Literal["publish", "consume", "admin", "lease"]
 TIERS: tuple[TierName, ...] = ("developer", "pro", "enterprise")
-CATEGORIES: tuple[Category, ...] = ("publish", "consume", "admin")
+# "lease" counts heartbeats and lease extensions apart from the consume budget meant for data
+# (pulls, acks, nacks), at the same rate: keeping a member and its leases alive never competes
+# with consuming (docs/consumer-groups.md, "A consumer's budget").
+CATEGORIES: tuple[Category, ...] = ("publish", "consume", "admin", "lease")
 
 
 class Limits(msgspec.Struct, frozen=True, rename="camel"):
@@ -29,7 +32,7 @@ class Limits(msgspec.Struct, frozen=True, rename="camel"):
 
     def rate(self, category: Category) -> int:
         """Requests per second allowed in ``category``."""
-        return int(getattr(self, f"{category}_per_s"))
+        return int(getattr(self, f"{'consume' if category == 'lease' else category}_per_s"))
 
     def as_dict(self) -> dict[str, int]:
         """Plain values, for storage and display."""

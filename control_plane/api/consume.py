@@ -12,9 +12,10 @@ from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
 from litestar.params import Body, FromPath, QueryParameter
 
+from control_plane.api.groups import LEASE_BUDGET
 from control_plane.api.sse import EventStream, comment, event, events, retry_field
 from control_plane.edge.auth import auth_context
-from core.errors import QueueCoreError
+from core.errors import QueueCoreError, ValidationFailed
 from core.wire_types import INTEGER_MAX, NonNegative64, Partition, Text
 from data_plane.service import (
     ENCODINGS,
@@ -25,6 +26,7 @@ from data_plane.service import (
     GroupRef,
     RetryDelay,
     Stream,
+    Window,
     iso_timestamp,
     message_id,
 )
@@ -40,6 +42,7 @@ class PullRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
 
     max_messages: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 10
     wait_ms: Annotated[int, msgspec.Meta(ge=0, le=30_000)] = 0
+    max_in_flight: Window | None = None  # sets the member's window first
 
 
 class AckRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -48,12 +51,23 @@ class AckRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     ack_ids: Annotated[list[Text], msgspec.Meta(min_length=1, max_length=10_000)]
 
 
-class NackRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
-    """``POST …/nack``: the message failed; retry later or dead-letter."""
+class NackItem(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """One failed message of a batched nack."""
 
     ack_id: Text
     error: Annotated[Text, msgspec.Meta(max_length=4096)] = ""
     retry_delay: RetryDelay | None = None
+
+
+class NackRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """``POST …/nack``: the message failed; retry later or dead-letter.
+
+    Either one message (``ackId``, ``error``, ``retryDelay``) or up to 1,000 (``nacks``)."""
+
+    ack_id: Text | None = None
+    error: Annotated[Text, msgspec.Meta(max_length=4096)] = ""
+    retry_delay: RetryDelay | None = None
+    nacks: Annotated[list[NackItem], msgspec.Meta(min_length=1, max_length=1000)] | None = None
 
 
 class ExtendRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -168,7 +182,13 @@ class ConsumeController(Controller):
     ) -> PullResponse:
         """Waits up to ``waitMs`` for at least one message (less when the server stops)."""
         pulled = await data_plane.pull(
-            auth_context(request), topic, group, member_id, data.max_messages, data.wait_ms
+            auth_context(request),
+            topic,
+            group,
+            member_id,
+            data.max_messages,
+            data.wait_ms,
+            data.max_in_flight,
         )
         return PullResponse(Renderer(pulled.ref).all(pulled.deliveries))
 
@@ -180,10 +200,21 @@ class ConsumeController(Controller):
         topic: FromPath[str],
         group: FromPath[str],
         member_id: FromPath[str],
+        max_in_flight: Annotated[
+            int | None,
+            QueryParameter(
+                name="maxInFlight",
+                ge=1,
+                le=100_000,
+                description="Sets the member's window first (see the join's maxInFlight).",
+            ),
+        ] = None,
     ) -> EventStream:
-        """Event ``message`` per delivery; a comment keeps idle connections open."""
+        """Event ``message`` per delivery; a comment keeps idle connections open.
+
+        The stream never holds more messages leased to its member than the member's window."""
         stream = await data_plane.stream(
-            auth_context(request), topic, group, member_id, STREAM_BATCH
+            auth_context(request), topic, group, member_id, STREAM_BATCH, max_in_flight
         )
         return EventStream(_events(stream, member_id))
 
@@ -200,7 +231,18 @@ class ConsumeController(Controller):
         outcome = await data_plane.ack(auth_context(request), topic, group, data.ack_ids)
         return Response({"acked": outcome.done, "rejected": outcome.rejected}, status_code=200)
 
-    @post("/nack", summary="Reject a message: retry with backoff or dead-letter", status_code=200)
+    @post(
+        "/nack",
+        summary="Reject messages: retry with backoff or dead-letter",
+        description=(
+            "One message (`ackId`, `error`, `retryDelay`: answered `{ackId, deadLettered, "
+            "retryInMs}`, 409 `ACK_REJECTED` when its lease ended) or up to 1,000 (`nacks`: "
+            "answered `{nacked: [...], rejected: [{ackId, reason}]}`, 409 `ACK_REJECTED` with "
+            "the same fields when none could be nacked). Either way one request of the consume "
+            "budget."
+        ),
+        status_code=200,
+    )
     async def nack(
         self,
         request: Request[Any, Any, Any],
@@ -208,13 +250,28 @@ class ConsumeController(Controller):
         topic: FromPath[str],
         group: FromPath[str],
         data: Annotated[NackRequest, Body()],
-    ) -> dict[str, Any]:
+    ) -> Response[dict[str, Any]]:
         """The retry waits ``retryDelay · 2^(attempt-1)``."""
-        return await data_plane.nack(
-            auth_context(request), topic, group, data.ack_id, data.error, data.retry_delay
-        )
+        ctx = auth_context(request)
+        if (data.ack_id is None) == (data.nacks is None):
+            raise ValidationFailed("give either ackId or nacks", field="ackId")
+        if data.ack_id is not None:
+            nacked = await data_plane.nack(
+                ctx, topic, group, data.ack_id, data.error, data.retry_delay
+            )
+            return Response(nacked, status_code=200)
+        assert data.nacks is not None
+        items = [(n.ack_id, n.error, n.retry_delay) for n in data.nacks]
+        outcome = await data_plane.nack_many(ctx, topic, group, items)
+        return Response({"nacked": outcome.done, "rejected": outcome.rejected}, status_code=200)
 
-    @post("/extend", summary="Extend leases", status_code=200)
+    @post(
+        "/extend",
+        summary="Extend leases",
+        description=LEASE_BUDGET,
+        status_code=200,
+        opt={"rate": "lease"},
+    )
     async def extend(
         self,
         request: Request[Any, Any, Any],

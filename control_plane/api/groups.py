@@ -14,11 +14,18 @@ from data_plane.service import (
     GroupConfigRequest,
     GroupSummary,
     GroupView,
+    HeartbeatRequest,
     HeartbeatResponse,
     JoinRequest,
     JoinResponse,
 )
 from tenants.team.audit import Actor
+
+# How heartbeats and extends are counted (docs/consumer-groups.md, "A consumer's budget").
+LEASE_BUDGET = (
+    "Counts against the key's lease budget (as many requests per second as its consume "
+    "budget, counted apart), not against the consume budget meant for pulls, acks and nacks."
+)
 
 
 class GroupsController(Controller):
@@ -85,7 +92,13 @@ class GroupsController(Controller):
         """Returns the member id, generation and assigned partitions."""
         return await data_plane.groups.join(auth_context(request), topic, group, data)
 
-    @post("/{group:str}/members/{member_id:str}/heartbeat", summary="Heartbeat", status_code=200)
+    @post(
+        "/{group:str}/members/{member_id:str}/heartbeat",
+        summary="Heartbeat",
+        description=LEASE_BUDGET,
+        status_code=200,
+        opt={"rate": "lease"},
+    )
     async def heartbeat(
         self,
         request: Request[Any, Any, Any],
@@ -93,9 +106,13 @@ class GroupsController(Controller):
         topic: FromPath[str],
         group: FromPath[str],
         member_id: FromPath[str],
+        data: Annotated[HeartbeatRequest | None, Body()] = None,
     ) -> HeartbeatResponse:
-        """``shouldRejoin`` when the group's generation moved on."""
-        return await data_plane.groups.heartbeat(auth_context(request), topic, group, member_id)
+        """``shouldRejoin`` when the group's generation moved on; ``maxInFlight`` sets its window."""
+        window = None if data is None else data.max_in_flight
+        return await data_plane.groups.heartbeat(
+            auth_context(request), topic, group, member_id, window
+        )
 
     @delete("/{group:str}/members/{member_id:str}", summary="Leave a consumer group")
     async def leave(

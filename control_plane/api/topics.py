@@ -174,10 +174,19 @@ class PublishController(Controller):
             request, data_plane.publish(ctx, topic, data.messages, batch=True)
         )
         note_published(request, ctx, topic, stored)
+        stamps: dict[int, str] = {}  # a batch's messages mostly share one timestamp
         return BatchPublishResult(
             count=len(stored),
             latency=_elapsed_ms(started),
-            results=[BatchItemResult(s.offset, s.partition, s.message_id) for s in stored],
+            results=[
+                BatchItemResult(
+                    s.offset,
+                    s.partition,
+                    s.message_id,
+                    stamps.get(s.timestamp_ms) or stamps.setdefault(s.timestamp_ms, _iso(s)),
+                )
+                for s in stored
+            ],
         )
 
 

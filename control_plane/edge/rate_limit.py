@@ -1,4 +1,5 @@
-"""Rate limiting of ``/v1`` routes: the route's ``opt["scope"]`` names its category.
+"""Rate limiting of ``/v1`` routes: the route's ``opt["rate"]``, else its ``opt["scope"]``, names
+its category (heartbeats and extends need the consume scope but spend the lease budget).
 
 Runs after key authentication (the budget is per API key) and before the scope check. Every
 response of a limited route carries ``X-RateLimit-Limit``, ``-Remaining`` and ``-Reset``; over the
@@ -33,7 +34,7 @@ DEFAULT_CATEGORY: Category = "admin"
 def category_of(scope: Scope) -> Category:
     """The rate-limit category of the matched route handler."""
     handler = scope.get("route_handler")
-    named = handler.opt.get("scope") if handler is not None else None
+    named = handler.opt.get("rate") or handler.opt.get("scope") if handler is not None else None
     return cast(Category, named) if named in CATEGORIES else DEFAULT_CATEGORY
 
 

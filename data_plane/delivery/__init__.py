@@ -15,7 +15,7 @@ expiry — gets a per-message ``group_deliveries`` row, and the per-message rule
 backoff, dead letters, stale-ack refusal) take over from there.
 """
 
-from data_plane.delivery.acks import ack, backoff_ms, extend, nack
+from data_plane.delivery.acks import ack, backoff_ms, extend, nack, nack_many
 from data_plane.delivery.model import (
     AckOutcome,
     AckRejected,
@@ -43,6 +43,7 @@ __all__ = [
     "extend",
     "group_ref",
     "nack",
+    "nack_many",
     "offsets",
     "pull",
     "reset",

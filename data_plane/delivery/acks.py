@@ -285,6 +285,26 @@ async def nack(
     return {"ackId": ack_id, "deadLettered": False, "retryInMs": delay_ms}
 
 
+async def nack_many(
+    conn: Conn, reader: SegmentReader, ref: GroupRef, items: list[tuple[str, str, int | None]]
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """Nack each ``(ackId, error, retry delay ms)`` as :func:`nack`: the nacked and the refused.
+
+    Each in a transaction of its own, as a request of one would be, so a refused id leaves the
+    others nacked and no two partitions are locked at once (no deadlock with a pull)."""
+    nacked: list[dict[str, Any]] = []
+    rejected: list[dict[str, str]] = []
+    for ack_id, error, delay_ms in items:
+        try:
+            nacked.append(await nack(conn, reader, ref, ack_id, error, delay_ms))
+        except AckRejected as exc:
+            await conn.rollback()
+            rejected.append({"ackId": ack_id, "reason": exc.message})
+            continue
+        await conn.commit()
+    return nacked, rejected
+
+
 async def extend(conn: Conn, ref: GroupRef, ack_ids: list[str], seconds: int) -> list[str]:
     """Push the end of current, unexpired leases ``seconds`` from now.
 

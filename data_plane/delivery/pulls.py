@@ -1,7 +1,7 @@
 """Pulls: due redeliveries first, then fresh offsets leased as one range per partition.
 
 The common pull, with no redelivery due on the member's partitions, is ONE statement in
-autocommit mode (``qc_pull``, data_plane/delivery/functions/qc_pull.sql): one round trip to PostgreSQL, its commit included,
+autocommit mode (``qc_pull_v2``, data_plane/delivery/functions/qc_pull_v2.sql): one round trip to PostgreSQL, its commit included,
 and the messages are read after it. A pull with redeliveries due is one transaction as before:
 the state, the redeliveries and fresh offsets planned and read here, the leases with the commit.
 """
@@ -66,7 +66,7 @@ async def _pull(
 ) -> Pulled:
     """Lease up to ``max_messages`` messages to a member, and commit.
 
-    One statement (``qc_pull``, data_plane/delivery/functions/qc_pull.sql) touches the member (with the group's current
+    One statement (``qc_pull_v2``, data_plane/delivery/functions/qc_pull_v2.sql) touches the member (with the group's current
     settings), locks its partitions in partition order, reads its in-flight count and due work,
     selects the index rows of the fresh offsets and, when none of its partitions has redelivery
     work due, leases those offsets, one range per partition, and commits: one round trip. The
@@ -110,7 +110,7 @@ async def _pull(
 
 
 def _pull_params(ref: GroupRef, member_id: str, limit: int, lease_ids: list[str]) -> dict[str, Any]:
-    """The arguments of ``qc_pull``."""
+    """The arguments of ``qc_pull_v2``."""
     return {
         "group_id": ref.id,
         "member_id": member_id,
@@ -122,7 +122,7 @@ def _pull_params(ref: GroupRef, member_id: str, limit: int, lease_ids: list[str]
 
 
 async def _found(cursor: AsyncCursor[DictRow]) -> dict[str, Any]:
-    """``qc_pull``'s result (see data_plane/delivery/functions/qc_pull.sql for its shape)."""
+    """``qc_pull_v2``'s result (see data_plane/delivery/functions/qc_pull_v2.sql for its shape)."""
     row = await cursor.fetchone()
     assert row is not None
     found: dict[str, Any] = row["pulled"]
@@ -169,7 +169,7 @@ def _pulled(
 async def _read_leased(
     conn: Conn, reader: SegmentReader, ref: GroupRef, found: dict[str, Any]
 ) -> list[Delivery]:
-    """The messages of the range leases ``qc_pull`` made (and committed).
+    """The messages of the range leases ``qc_pull_v2`` made (and committed).
 
     The leases exist before their messages are read, so a read that fails, or comes back with
     fewer messages than its lease holds, must not leave the offsets leased to a consumer that
@@ -218,7 +218,7 @@ async def _pull_in_transaction(
 ) -> Pulled:
     """The pull as one transaction, when redeliveries are due.
 
-    ``qc_pull`` with no lease ids (it leases nothing) goes with the transaction's ``BEGIN``;
+    ``qc_pull_v2`` with no lease ids (it leases nothing) goes with the transaction's ``BEGIN``;
     the redeliveries and fresh offsets are planned and read here (:func:`_take`); the range
     leases go with the ``COMMIT``. The partitions stay locked until the commit.
     """

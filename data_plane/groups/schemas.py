@@ -21,6 +21,18 @@ SessionTimeout = Annotated[
 RetryDelay = Annotated[
     Duration, msgspec.Meta(extra_json_schema=duration_json_schema(*RETRY_DELAY_MS))
 ]
+Window = Annotated[
+    int,
+    msgspec.Meta(
+        ge=1,
+        le=100_000,
+        description=(
+            "The member's window: the most messages it holds leased and unsettled at once. A "
+            "pull or stream never leases it more than the smaller of this and the group's "
+            "maxInFlight."
+        ),
+    ),
+]
 
 
 class DeadLetterConfig(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -47,6 +59,7 @@ class JoinRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     member_id: Text | None = None
     client_id: Annotated[Text, msgspec.Meta(max_length=200)] = ""
     session_timeout: SessionTimeout | None = None
+    max_in_flight: Window | None = None  # the member's own window; a rejoin without it keeps it
 
 
 class JoinResponse(msgspec.Struct, rename="camel"):
@@ -57,6 +70,15 @@ class JoinResponse(msgspec.Struct, rename="camel"):
     assignments: list[int]
     heartbeat_interval_ms: int
     session_timeout_ms: int
+    max_in_flight: int  # the member's window: the smaller of the group's and its own
+    ack_timeout_ms: int  # how long a delivered message stays leased unless extended
+    delivery: str  # the topic's: "exactly-once" refuses an ack once its lease expired
+
+
+class HeartbeatRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """``POST …/members/{memberId}/heartbeat`` (the body is optional)."""
+
+    max_in_flight: Window | None = None  # a new window for the member, e.g. while it is full
 
 
 class HeartbeatResponse(msgspec.Struct, rename="camel"):
@@ -64,6 +86,7 @@ class HeartbeatResponse(msgspec.Struct, rename="camel"):
 
     generation_id: int
     should_rejoin: bool
+    ack_timeout_ms: int  # the group's current ack timeout
 
 
 class GroupSummary(msgspec.Struct, rename="camel"):

@@ -144,6 +144,9 @@ class JoinResult:
     assignments: list[int]
     heartbeat_interval_ms: int
     session_timeout_ms: int
+    max_in_flight: int = 1000  # the member's window: the smaller of the group's and its own
+    ack_timeout_ms: int = 30_000  # the group's: how long a delivered message stays leased
+    delivery: str = "exactly-once"  # the topic's
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +155,7 @@ class HeartbeatResult:
 
     generation: int
     should_rejoin: bool
+    ack_timeout_ms: int = 30_000
 
 
 async def topic_of(conn: Conn, environment_id: str, topic: str) -> dict[str, Any]:
@@ -320,8 +324,11 @@ async def join(
     member_id: str | None = None,
     client_id: str = "",
     session_timeout_ms: int | None = None,
+    max_in_flight: int | None = None,
 ) -> JoinResult:
-    """Join (or rejoin with ``member_id``) a group, creating it with defaults if needed."""
+    """Join (or rejoin with ``member_id``) a group, creating it with defaults if needed.
+
+    ``max_in_flight`` is the member's own window (kept on a rejoin that gives none)."""
     topic_row = await topic_of(conn, environment_id, topic)
     group_row = await _locked_group(conn, environment_id, topic_row["id"], group, create=True)
     if group_row.get("protocol") == "kafka":
@@ -343,8 +350,10 @@ async def join(
             "client_id": client_id,
             "session_timeout_ms": timeout_ms,
             "generation": group_row["generation"],
+            "max_in_flight": max_in_flight,
         }
         await conn.execute(q.INSERT_MEMBER, params)
+    window = await member_window(conn, group_row["id"], member_id, max_in_flight)
     generation = await _rebalance(conn, group_row, topic_row, force=new_member)
     await conn.execute(
         q.SYNC_MEMBER_GENERATION,
@@ -352,14 +361,40 @@ async def join(
     )
     assignments = await _assignments_of(conn, group_row["id"], topic_row["id"], member_id)
     return JoinResult(
-        member_id, generation, assignments, max(timeout_ms // HEARTBEAT_DIVISOR, 100), timeout_ms
+        member_id,
+        generation,
+        assignments,
+        max(timeout_ms // HEARTBEAT_DIVISOR, 100),
+        timeout_ms,
+        window,
+        int(group_row["ack_timeout_ms"]),
+        str(topic_row["delivery"]),
     )
 
 
+async def member_window(
+    conn: Conn, group_id: str, member_id: str, max_in_flight: int | None = None
+) -> int:
+    """The member's window, after setting its own to ``max_in_flight`` when given."""
+    params = {"id": member_id, "group_id": group_id, "max_in_flight": max_in_flight}
+    query = q.MEMBER_WINDOW if max_in_flight is None else q.SET_MEMBER_WINDOW
+    row = await (await conn.execute(query, params)).fetchone()
+    if row is None:
+        raise MemberNotFound(member_id)
+    return int(row["window"])
+
+
 async def heartbeat(
-    conn: Conn, environment_id: str, topic: str, group: str, member_id: str
+    conn: Conn,
+    environment_id: str,
+    topic: str,
+    group: str,
+    member_id: str,
+    max_in_flight: int | None = None,
 ) -> HeartbeatResult:
-    """Keep a member alive; tells it to rejoin when the generation moved on."""
+    """Keep a member alive; tells it to rejoin when the generation moved on.
+
+    ``max_in_flight`` sets the member's window, as on a join."""
     topic_row = await topic_of(conn, environment_id, topic)
     group_row = await _locked_group(conn, environment_id, topic_row["id"], group, create=False)
     # The member row before the partitions, as a pull takes them: a rebalance locks every
@@ -370,7 +405,10 @@ async def heartbeat(
     generation = await _rebalance(conn, group_row, topic_row, force=False)
     if row is None:
         raise MemberNotFound(member_id)
-    return HeartbeatResult(generation, int(row["generation"]) != generation)
+    if max_in_flight is not None:
+        await member_window(conn, group_row["id"], member_id, max_in_flight)
+    stale = int(row["generation"]) != generation
+    return HeartbeatResult(generation, stale, int(group_row["ack_timeout_ms"]))
 
 
 async def leave(conn: Conn, environment_id: str, topic: str, group: str, member_id: str) -> int:

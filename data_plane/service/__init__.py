@@ -37,10 +37,12 @@ from data_plane.groups.schemas import (
     GroupConfigRequest,
     GroupSummary,
     GroupView,
+    HeartbeatRequest,
     HeartbeatResponse,
     JoinRequest,
     JoinResponse,
     RetryDelay,
+    Window,
 )
 from data_plane.groups.service import GROUP_NAME, format_duration_ms
 from data_plane.read.reader import (
@@ -58,7 +60,7 @@ from data_plane.read.schemas import (
     message_page,
 )
 from data_plane.service.consuming import KEEPALIVE_S, Stream
-from data_plane.service.plane import DataPlane
+from data_plane.service.plane import DataPlane, NackItem, NackOutcome
 from data_plane.service.scope import Caller, Scope
 from data_plane.service.upkeep import LAG_BUCKET_S, SETTLED_ACK_GRACE_S, SNAPSHOT_KEEP_S, Upkeep
 from data_plane.service.views import group_view
@@ -125,6 +127,7 @@ __all__ = [
     "GroupRef",
     "GroupSummary",
     "GroupView",
+    "HeartbeatRequest",
     "HeartbeatResponse",
     "IdempotencyKey",
     "JoinRequest",
@@ -134,6 +137,8 @@ __all__ = [
     "Message",
     "MessagePage",
     "MessageTooLarge",
+    "NackItem",
+    "NackOutcome",
     "NoSuchPartition",
     "OffsetOutOfRange",
     "OutOfOrderSequence",
@@ -163,6 +168,7 @@ __all__ = [
     "TrafficWindow",
     "UpdateTopicRequest",
     "Upkeep",
+    "Window",
     "format_duration_ms",
     "group_view",
     "iso_timestamp",

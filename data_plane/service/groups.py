@@ -105,6 +105,7 @@ class Groups:
                 request.member_id,
                 request.client_id,
                 timeout_ms,
+                request.max_in_flight,
             )
         return JoinResponse(
             joined.member_id,
@@ -112,15 +113,21 @@ class Groups:
             joined.assignments,
             joined.heartbeat_interval_ms,
             joined.session_timeout_ms,
+            joined.max_in_flight,
+            joined.ack_timeout_ms,
+            joined.delivery,
         )
 
     async def heartbeat(
-        self, caller: Caller, topic: str, group: str, member_id: str
+        self, caller: Caller, topic: str, group: str, member_id: str, window: int | None = None
     ) -> HeartbeatResponse:
-        """Keep a member alive; ``shouldRejoin`` when the generation moved on."""
+        """Keep a member alive; ``shouldRejoin`` when the generation moved on. ``window``, when
+        given, becomes the member's own window (as on a join)."""
         async with self._db.connection() as conn:
-            beat = await groups.heartbeat(conn, caller.environment_id, topic, group, member_id)
-        return HeartbeatResponse(beat.generation, beat.should_rejoin)
+            beat = await groups.heartbeat(
+                conn, caller.environment_id, topic, group, member_id, window
+            )
+        return HeartbeatResponse(beat.generation, beat.should_rejoin, beat.ack_timeout_ms)
 
     async def leave(self, caller: Caller, topic: str, group: str, member_id: str) -> None:
         """The member leaves at once; its partitions go to the others."""

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Iterable, Sequence
+from dataclasses import dataclass
 
 from core.db import AsyncPool, Conn, rearm
 from core.object_store import ObjectStore
@@ -41,6 +42,22 @@ from data_plane.write.publish import Published, PublishService, UsageSink
 from data_plane.write.segment import Message
 from data_plane.write.triage import SlowPublishTriage
 from data_plane.write.writer import SegmentWriter
+
+# A nack of a batch: ``(ackId, error, retryDelay)``, the delay as a duration or milliseconds.
+NackItem = tuple[str, str, str | int | None]
+
+
+@dataclass(frozen=True, slots=True)
+class NackOutcome:
+    """What happened to each message of a batched nack."""
+
+    done: list[dict[str, object]]  # as one nack answers: {ackId, deadLettered, retryInMs}
+    rejected: list[dict[str, str]]  # {ackId, reason}
+
+
+def _delay_ms(value: str | int | None, field: str) -> int | None:
+    """A nack's retry delay in milliseconds (None: the group's)."""
+    return None if value is None else groups.parse_duration_ms(value, field, groups.RETRY_DELAY_MS)
 
 
 def message_bytes(messages: Iterable[Message]) -> int:
@@ -160,13 +177,17 @@ class DataPlane:
         member_id: str,
         max_messages: int,
         wait_ms: int = 0,
+        window: int | None = None,
     ) -> Pulled:
         """Lease up to ``max_messages`` to a member, waiting up to ``wait_ms`` for at least one
-        (less when the server stops): no polling, a notification wakes it."""
+        (less when the server stops): no polling, a notification wakes it. ``window``, when
+        given, first becomes the member's own window (it never holds more leased)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000
         environment_id = caller.environment_id
         ref = await self._group_ref(environment_id, topic, group)
+        if window is not None:
+            ref = await self._set_window(environment_id, ref, member_id, window)
         pulled: Pulled | None = None
         # Registered before each pull, so a publish while it runs is not missed.
         with self.listener.watch(ref.topic_id) as watch:
@@ -181,12 +202,22 @@ class DataPlane:
                 await watch.wait(wait_s(pulled, remaining))  # the server stopping wakes it too
 
     async def stream(
-        self, caller: Caller, topic: str, group: str, member_id: str, batch: int
+        self,
+        caller: Caller,
+        topic: str,
+        group: str,
+        member_id: str,
+        batch: int,
+        window: int | None = None,
     ) -> Stream:
         """A member's deliveries as they become available, up to ``batch`` per pull; the first
-        pull is made here, so a missing group or member fails before the stream starts."""
+        pull is made here, so a missing group or member fails before the stream starts. It never
+        holds more messages leased to the member than the member's window (``window``, when
+        given, becomes it first)."""
         environment_id = caller.environment_id
         ref = await self._group_ref(environment_id, topic, group)
+        if window is not None:
+            ref = await self._set_window(environment_id, ref, member_id, window)
         first = await self._pull(environment_id, ref, member_id, batch)
 
         def pull_again(previous: Pulled) -> Awaitable[Pulled]:
@@ -221,16 +252,29 @@ class DataPlane:
     ) -> dict[str, object]:
         """The message failed: retried after ``retryDelay · 2^(attempt-1)`` (the group's delay
         unless given), or dead-lettered after ``maxRetries``."""
-        delay_ms = (
-            None
-            if retry_delay is None
-            else groups.parse_duration_ms(retry_delay, "retryDelay", groups.RETRY_DELAY_MS)
-        )
+        delay_ms = _delay_ms(retry_delay, "retryDelay")
         async with in_group(self.db, caller, topic, group) as (conn, ref):
             nacked = await delivery.nack(conn, self.reader, ref, ack_id, error, delay_ms)
         # Its streams pull again: room was made, and the retry's due time is a new wake-up.
         self.listener.poke({ref.topic_id})
         return nacked
+
+    async def nack_many(
+        self, caller: Caller, topic: str, group: str, nacks: Sequence[NackItem]
+    ) -> NackOutcome:
+        """Nack each ``(ackId, error, retryDelay)`` as :meth:`nack` does, each on its own (a
+        refused id leaves the others nacked): the nacked and the refused with their reasons;
+        409 ``ACK_REJECTED`` (both lists in its body) when none could be nacked."""
+        items = [
+            (ack_id, error, _delay_ms(delay, f"nacks[{i}].retryDelay"))
+            for i, (ack_id, error, delay) in enumerate(nacks)
+        ]
+        async with in_group(self.db, caller, topic, group) as (conn, ref):
+            done, rejected = await delivery.nack_many(conn, self.reader, ref, items)
+        if not done:
+            raise AckRejected(rejected[0]["reason"], body={"nacked": [], "rejected": rejected})
+        self.listener.poke({ref.topic_id})  # as after one nack
+        return NackOutcome(done, rejected)
 
     async def extend(
         self, caller: Caller, topic: str, group: str, ack_ids: list[str], seconds: int
@@ -284,6 +328,22 @@ class DataPlane:
         self.group_refs.forget(environment_id, ref.topic, ref.name)
         fresh = await self.group_refs.get(conn, environment_id, ref.topic, ref.name)
         return fresh if fresh.id != ref.id else None
+
+    async def _set_window(
+        self, environment_id: str, ref: GroupRef, member_id: str, window: int
+    ) -> GroupRef:
+        """Set the member's own window; the group looked up again when the cached one lost
+        the member (re-created), as a pull does."""
+        async with self.db.connection() as conn:
+            try:
+                await groups.member_window(conn, ref.id, member_id, window)
+            except groups.MemberNotFound:
+                moved = await self._moved(conn, environment_id, ref)
+                if moved is None:
+                    raise
+                await groups.member_window(conn, moved.id, member_id, window)
+                return moved
+        return ref
 
     async def _pull(
         self,

@@ -111,6 +111,7 @@ class BatchItemResult(msgspec.Struct, rename="camel"):
     offset: int
     partition: int
     message_id: str
+    timestamp: str  # when it was stored (a repeated idempotency key: the original's)
 
 
 class BatchPublishResult(msgspec.Struct, rename="camel"):

@@ -46,7 +46,7 @@ CATEGORIES: dict[int, Category] = {
     Api.LIST_OFFSETS: "consume",
     Api.JOIN_GROUP: "consume",
     Api.SYNC_GROUP: "consume",
-    Api.HEARTBEAT: "consume",
+    Api.HEARTBEAT: "lease",  # as a REST heartbeat: keeping a member alive spends no data budget
     Api.LEAVE_GROUP: "consume",
     Api.OFFSET_COMMIT: "consume",
     Api.OFFSET_FETCH: "consume",

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log"
 	"net/http"
 	"os"
 	"strings"
@@ -32,15 +33,18 @@ type Logger interface {
 
 // Client is a client of one QueueCore environment (the API key's); safe for concurrent use.
 type Client struct {
-	Topics  *Topics
-	Groups  *Groups
-	Offsets *Offsets
-	DLQ     *DLQ
+	Topics         *Topics
+	ConsumerGroups *Groups // the groups of a topic (Python's consumer_groups, TypeScript's consumerGroups)
+	Groups         *Groups // the same as ConsumerGroups
+	Offsets        *Offsets
+	DLQ            *DLQ
 
 	baseURL           string
 	idempotentPublish bool
-	logger            Logger
+	logger            Logger // everything the SDK says, when WithLogger gave one
+	warn              Logger // what must be seen: WithLogger's, else standard error
 	transport         *transport
+	publisher         *publisher
 }
 
 type settings struct {
@@ -51,6 +55,7 @@ type settings struct {
 	logger            Logger
 	httpClient        *http.Client
 	idempotentPublish bool
+	batching          PublishBatching
 }
 
 // Option configures a Client.
@@ -68,8 +73,13 @@ func WithTimeout(d time.Duration) Option { return func(s *settings) { s.timeout 
 // WithMaxRetries bounds the retries of one call (default 3; 0 disables them).
 func WithMaxRetries(n int) Option { return func(s *settings) { s.maxRetries = n } }
 
-// WithLogger receives retries and consumer recoveries (default: none).
+// WithLogger receives one line per event: retries, rejoins, and the errors consumers survive
+// without an OnError (default: only those errors, to standard error).
 func WithLogger(l Logger) Option { return func(s *settings) { s.logger = l } }
+
+// WithPublishBatching says how concurrent Publish calls share requests (default: linger 5ms,
+// 1000 messages, 1 MiB a request).
+func WithPublishBatching(b PublishBatching) Option { return func(s *settings) { s.batching = b } }
 
 // WithHTTPClient uses c for every request (its Timeout should be 0: streams are long).
 func WithHTTPClient(c *http.Client) Option { return func(s *settings) { s.httpClient = c } }
@@ -104,20 +114,31 @@ func New(opts ...Option) (*Client, error) {
 		userAgent: "queuecore-sdk-go/" + Version,
 	}
 	offsets := &Offsets{t: t}
-	return &Client{
-		Topics: &Topics{t: t}, Groups: &Groups{t: t, offsets: offsets}, Offsets: offsets,
+	groups := &Groups{t: t, offsets: offsets}
+	warn := s.logger
+	if warn == nil {
+		warn = log.New(os.Stderr, "", log.LstdFlags)
+	}
+	c := &Client{
+		Topics: &Topics{t: t}, ConsumerGroups: groups, Groups: groups, Offsets: offsets,
 		DLQ: &DLQ{t: t}, baseURL: t.baseURL, idempotentPublish: s.idempotentPublish,
-		logger: s.logger, transport: t,
-	}, nil
+		logger: s.logger, warn: warn, transport: t, publisher: newPublisher(t, s.batching),
+	}
+	c.publisher.resolve = c.resolveUnknown
+	return c, nil
 }
 
 // String names the client's API without its key.
 func (c *Client) String() string { return fmt.Sprintf("queuecore.Client(%s)", c.baseURL) }
 
-// Close releases idle pooled connections.
+// Close sends the publishes waiting for their batch (up to 30 s) and releases idle pooled
+// connections.
 func (c *Client) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := c.publisher.flush(ctx)
 	c.transport.http.CloseIdleConnections()
-	return nil
+	return err
 }
 
 // Health is GET /healthz: the API process answers.
@@ -152,24 +173,69 @@ func WithIdempotencyKey(key string) PublishOption {
 
 // Publish stores one message (any JSON value) and answers once it is durable.
 //
-// Its idempotency key is generated once per call and reused by the call's retries, so a
-// retry after a lost answer is never stored twice on an exactly-once topic.
+// Calls made meanwhile from other goroutines go in the same batch request (WithPublishBatching);
+// each gets its own result or its own error. Its idempotency key is generated once per call and
+// reused by the retries, so a retry after a lost answer is never stored twice.
 func (c *Client) Publish(ctx context.Context, topic string, data any, opts ...PublishOption) (*PublishResult, error) {
+	return c.publisher.publish(ctx, topic, c.message(data, opts))
+}
+
+// PendingPublish is the outcome of PublishAsync, to Get when it is needed.
+type PendingPublish struct{ done chan publishOutcome }
+
+// Get waits for the publish (or ctx): where the message was stored, or why it was not.
+func (p *PendingPublish) Get(ctx context.Context) (*PublishResult, error) {
+	select {
+	case outcome := <-p.done:
+		p.done <- outcome // Get may be called again
+		return outcome.result, outcome.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// PublishAsync queues one message and returns at once; Get its outcome later. Messages
+// published this way from one goroutine are batched together too.
+func (c *Client) PublishAsync(topic string, data any, opts ...PublishOption) *PendingPublish {
+	pending, err := c.publisher.enqueue(topic, c.message(data, opts))
+	if err != nil {
+		done := make(chan publishOutcome, 1)
+		done <- publishOutcome{err: err}
+		return &PendingPublish{done}
+	}
+	return &PendingPublish{pending.done}
+}
+
+// FindPublished is where the message published with idempotencyKey is stored (ErrNotFound
+// when it is not).
+func (c *Client) FindPublished(ctx context.Context, topic, idempotencyKey string) (*PublishResult, error) {
+	out := &PublishResult{}
+	path := escapePath("topics", topic, "messages", "by-idempotency-key", idempotencyKey)
+	if err := c.transport.do(ctx, call{method: "GET", path: path, idempotent: true}, out); err != nil {
+		return nil, err
+	}
+	out.IdempotencyKey = idempotencyKey
+	return out, nil
+}
+
+// resolveUnknown settles an unknown publish outcome by its key: where it was stored, or unknown.
+func (c *Client) resolveUnknown(ctx context.Context, topic, key string, unknown *Error) (*PublishResult, error) {
+	if key == "" {
+		return nil, unknown
+	}
+	found, err := c.FindPublished(ctx, topic, key)
+	if err != nil {
+		return nil, unknown
+	}
+	return found, nil
+}
+
+func (c *Client) message(data any, opts []PublishOption) OutgoingMessage {
 	message := OutgoingMessage{Data: data}
 	for _, opt := range opts {
 		opt(&message)
 	}
-	message = c.outgoing(message)
-	out := &PublishResult{}
-	err := c.transport.do(ctx, call{
-		method: "POST", path: escapePath("topics", topic, "messages"),
-		body: message, idempotent: message.IdempotencyKey != "",
-	}, out)
-	if err != nil {
-		return nil, err
-	}
-	out.IdempotencyKey = message.IdempotencyKey
-	return out, nil
+	return c.outgoing(message)
 }
 
 // PublishBatch stores up to 1000 messages atomically: all get offsets in one commit, or none.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net/http"
 	"os"
 	"reflect"
 	"regexp"
@@ -59,11 +60,18 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var developer *queuecore.Client
+	if key := os.Getenv("QUEUECORE_DEVELOPER_API_KEY"); key != "" {
+		developer, err = queuecore.New(queuecore.WithAPIKey(key), queuecore.WithTimeout(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, sc := range file.Scenarios {
 		sc := sc
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
-			r := &runner{client: client, invalid: invalid, run: runID(), saved: map[string]any{}}
+			r := &runner{client: client, invalid: invalid, developer: developer, run: runID(), saved: map[string]any{}}
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
 			for i, st := range sc.Steps {
@@ -76,10 +84,11 @@ func TestConformance(t *testing.T) {
 }
 
 type runner struct {
-	client  *queuecore.Client
-	invalid *queuecore.Client
-	run     string
-	saved   map[string]any
+	client    *queuecore.Client
+	invalid   *queuecore.Client
+	developer *queuecore.Client
+	run       string
+	saved     map[string]any
 }
 
 func runID() string {
@@ -124,8 +133,14 @@ func (r *runner) step(ctx context.Context, st step) error {
 	args, _ := r.rewrite(st.Args).(map[string]any)
 	expect, _ := r.rewrite(st.Expect).(map[string]any)
 	client := r.client
-	if st.As == "invalidKey" {
+	switch st.As {
+	case "invalidKey":
 		client = r.invalid
+	case "developer":
+		client = r.developer
+		if client == nil {
+			return errors.New("set QUEUECORE_DEVELOPER_API_KEY for the scenarios run as a Developer-tier key")
+		}
 	}
 	result, err := perform(ctx, client, st.Op, args)
 	if wanted, ok := expect["error"]; ok {
@@ -247,6 +262,11 @@ func matcher(kind string, arg, got any, where string) error {
 		}
 	case "$includes", "$excludes":
 		return membership(kind, arg.([]any), got, where)
+	case "$atMost", "$atLeast":
+		n, isNumber := got.(float64)
+		if isNumber && (kind == "$atMost" && n <= arg.(float64) || kind == "$atLeast" && n >= arg.(float64)) {
+			return nil
+		}
 	default:
 		return fmt.Errorf("%s: unknown matcher %s", where, kind)
 	}
@@ -324,6 +344,16 @@ func perform(ctx context.Context, c *queuecore.Client, op string, a map[string]a
 		return c.PublishBatch(ctx, str(a, "topic"), messages)
 	case "consume":
 		return consume(ctx, c, a)
+	case "publishConcurrently":
+		return publishConcurrently(ctx, a)
+	case "consumeAcking":
+		return consumeCounting(ctx, c, a, func(ctx context.Context, msg *queuecore.Message) error { return msg.Ack(ctx) })
+	case "consumeSlowly":
+		pause := time.Duration(num(a, "handlerMs")) * time.Millisecond
+		return consumeCounting(ctx, c, a, func(ctx context.Context, msg *queuecore.Message) error {
+			time.Sleep(pause)
+			return msg.Ack(ctx)
+		})
 	case "dlq.inspect":
 		return c.DLQ.Inspect(ctx, str(a, "topic"), str(a, "group"), queuecore.InspectOptions{Limit: num(a, "limit")})
 	case "dlq.replay":
@@ -458,7 +488,7 @@ func (r *consumeRun) handle(ctx context.Context, msg *queuecore.Message) error {
 		action = r.actions[index]
 	}
 	entry := map[string]any{
-		"messageId": msg.ID, "topic": msg.Topic, "partition": msg.Partition, "offset": msg.Offset,
+		"messageId": msg.MessageID, "topic": msg.Topic, "partition": msg.Partition, "offset": msg.Offset,
 		"data": msg.Data, "key": msg.Key, "attempt": msg.Attempt,
 	}
 	r.mu.Unlock()
@@ -504,4 +534,118 @@ func (r *consumeRun) result() (any, error) {
 
 func sortKey(entry map[string]any) string {
 	return fmt.Sprintf("%08d/%016d/%04d", entry["partition"], entry["offset"], entry["attempt"])
+}
+
+// countingTransport counts the publish requests a client sends.
+type countingTransport struct {
+	mu       sync.Mutex
+	requests int
+}
+
+func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == "POST" && (strings.HasSuffix(req.URL.Path, "/messages") || strings.HasSuffix(req.URL.Path, "/messages/batch")) {
+		t.mu.Lock()
+		t.requests++
+		t.mu.Unlock()
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// publishConcurrently makes count publishes at once on a client of the developer key that
+// counts its requests: PublishAsync in call order, each waited for afterwards (goroutines each
+// calling Publish would have no call order to keep). What was stored, and how many requests.
+func publishConcurrently(ctx context.Context, a map[string]any) (any, error) {
+	counter := &countingTransport{}
+	c, err := queuecore.New(queuecore.WithAPIKey(os.Getenv("QUEUECORE_DEVELOPER_API_KEY")),
+		queuecore.WithHTTPClient(&http.Client{Transport: counter}))
+	if err != nil {
+		return nil, err
+	}
+	count, keys := num(a, "count"), num(a, "keys")
+	pending := make([]*queuecore.PendingPublish, count)
+	for n := range pending {
+		pending[n] = c.PublishAsync(str(a, "topic"), map[string]int{"n": n}, queuecore.WithKey(fmt.Sprintf("k%d", n%keys)))
+	}
+	results := make([]*queuecore.PublishResult, count)
+	for n, p := range pending {
+		results[n], _ = p.Get(ctx)
+	}
+	stored, distinct, ordered := 0, map[string]bool{}, true
+	last := map[int]int64{}
+	for n, r := range results {
+		if r == nil {
+			continue
+		}
+		stored++
+		distinct[fmt.Sprintf("%d:%d", r.Partition, r.Offset)] = true
+		if previous, seen := last[n%keys]; seen && r.Offset <= previous {
+			ordered = false
+		}
+		last[n%keys] = r.Offset
+	}
+	counter.mu.Lock()
+	defer counter.mu.Unlock()
+	return map[string]any{"stored": stored, "distinct": len(distinct), "ordered": ordered, "requests": counter.requests}, nil
+}
+
+// consumeCounting runs a default consumer doing work for each message until count distinct
+// messages; the deliveries and the refused acks it reported.
+func consumeCounting(ctx context.Context, c *queuecore.Client, a map[string]any, work queuecore.Handler) (any, error) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	refused := 0
+	finished := make(chan struct{})
+	opts := queuecore.ConsumeOptions{StartFrom: str(a, "startFrom"), OnError: func(err error) {
+		if errors.Is(err, queuecore.ErrAckRejected) {
+			mu.Lock()
+			refused++
+			mu.Unlock()
+		}
+	}}
+	if d := str(a, "ackTimeout"); d != "" {
+		opts.AckTimeout, _ = time.ParseDuration(d)
+	}
+	if dl, ok := a["deadLetter"].(map[string]any); ok {
+		opts.DeadLetter = deadLetterPolicy(dl)
+	}
+	consumer, err := c.Consume(ctx, str(a, "topic"), str(a, "group"), opts)
+	if err != nil {
+		return nil, err
+	}
+	count := num(a, "count")
+	err = consumer.Start(ctx, func(ctx context.Context, msg *queuecore.Message) error {
+		mu.Lock()
+		seen[msg.MessageID]++
+		mu.Unlock()
+		err := work(ctx, msg)
+		mu.Lock()
+		if len(seen) == count {
+			close(finished)
+			count = -1 // closed once
+		}
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	timeout := time.Duration(num(a, "timeoutMs")) * time.Millisecond
+	select {
+	case <-finished:
+	case <-time.After(timeout):
+	}
+	if err := consumer.Stop(ctx); err != nil {
+		return nil, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if count != -1 {
+		return nil, fmt.Errorf("%d of %d messages in time", len(seen), num(a, "count"))
+	}
+	deliveries := 0
+	for _, n := range seen {
+		deliveries += n
+	}
+	duplicates := deliveries - len(seen)
+	return map[string]any{"acked": len(seen), "handled": len(seen), "duplicates": duplicates, "refused": refused}, consumer.Wait()
 }

@@ -18,6 +18,7 @@ const (
 	MaxWait           = 30 * time.Second // the API's longest long-poll
 	streamIdleTimeout = 45 * time.Second // the server writes at least every 15s on an idle stream
 	leaveTimeout      = 10 * time.Second
+	staleSettle       = "its lease had ended before the ack or nack (the message is delivered again)"
 )
 
 // EventKind names a change of a consumer's connection or membership.
@@ -49,16 +50,18 @@ type ConsumeOptions struct {
 	DeadLetter     *DeadLetterPolicy
 	SessionTimeout time.Duration // this member's own
 	Pull           bool          // long-poll instead of Server-Sent Events (the fallback otherwise)
-	BatchSize      int           // messages leased per pull (default 10)
+	BatchSize      int           // messages leased per pull at most (default 10)
 	Wait           time.Duration // how long a pull waits for a message (default 10s)
+	Concurrency    int           // handlers running at once (default 1: one at a time, in order)
+	FlowControl    FlowControl   // what the consumer holds at most (default 10 per handler)
 	ClientID       string        // shown in Describe (default host:pid)
 	OnEvent        func(Event)   // connection events; called on the consumer's goroutines
 	OnError        func(error)   // errors the consumer survives; default: the client's logger
 }
 
 // Handler processes one message. A returned error nacks the message with its text unless
-// the handler settled it; returning nil without Ack leaves it to be delivered again after
-// the ack timeout.
+// the handler settled it; returning nil without Ack lets it go: it is delivered again after
+// its lease ends.
 type Handler func(ctx context.Context, msg *Message) error
 
 // Consume makes a consumer of topic in group; it joins on Run or Start.
@@ -69,8 +72,18 @@ func (c *Client) Consume(ctx context.Context, topic, group string, opts ConsumeO
 	if opts.Wait == 0 {
 		opts.Wait = DefaultWait
 	}
-	if opts.BatchSize < 1 || opts.BatchSize > MaxBatchSize || opts.Wait < 0 || opts.Wait > MaxWait {
-		return nil, fmt.Errorf("queuecore: BatchSize must be 1..%d and Wait 0..%s", MaxBatchSize, MaxWait)
+	if opts.Concurrency == 0 {
+		opts.Concurrency = 1
+	}
+	if opts.BatchSize < 1 || opts.BatchSize > MaxBatchSize || opts.Wait < 0 || opts.Wait > MaxWait || opts.Concurrency < 1 {
+		return nil, fmt.Errorf("queuecore: BatchSize must be 1..%d, Wait 0..%s and Concurrency at least 1", MaxBatchSize, MaxWait)
+	}
+	window := opts.FlowControl.MaxMessages
+	if window == 0 {
+		window = PrefetchPerHandler * opts.Concurrency
+	}
+	if window < 1 || window > 100000 {
+		return nil, errors.New("queuecore: FlowControl.MaxMessages must be 1..100000")
 	}
 	if opts.ClientID == "" {
 		host, _ := os.Hostname()
@@ -78,30 +91,43 @@ func (c *Client) Consume(ctx context.Context, topic, group string, opts ConsumeO
 	}
 	settings := GroupSettings{opts.StartFrom, opts.AckTimeout, opts.MaxInFlight, 0, opts.DeadLetter}
 	if settings != (GroupSettings{}) {
-		if _, err := c.Groups.Configure(ctx, topic, group, settings); err != nil {
+		if _, err := c.ConsumerGroups.Configure(ctx, topic, group, settings); err != nil {
 			return nil, err
 		}
 	}
-	return &Consumer{
-		t: c.transport, topic: topic, group: group, opts: opts, logger: c.logger,
-		pull: opts.Pull, stop: make(chan struct{}), done: make(chan struct{}),
-	}, nil
+	cs := &Consumer{
+		t: c.transport, topic: topic, group: group, opts: opts, logger: c.logger, warn: c.warn,
+		pull: opts.Pull, window: window, stop: make(chan struct{}), done: make(chan struct{}),
+		arrived: make(chan struct{}, 1),
+	}
+	cs.settler = &settler{t: c.transport, path: cs.path, report: cs.report, urgent: cs.urgent}
+	cs.holdings = newHoldings(window, opts.FlowControl, cs.settler)
+	cs.holdings.lost = cs.reportLost
+	cs.holdings.setWindow = cs.narrow
+	return cs, nil
 }
 
 // Consumer is a member of a consumer group.
 type Consumer struct {
-	t      *transport
-	topic  string
-	group  string
-	opts   ConsumeOptions
-	logger Logger
+	t        *transport
+	topic    string
+	group    string
+	opts     ConsumeOptions
+	logger   Logger
+	warn     Logger
+	window   int
+	settler  *settler
+	holdings *holdings
 
-	mu         sync.Mutex
-	membership *Membership
-	left       bool
-	running    bool
+	mu           sync.Mutex
+	membership   *Membership
+	left         bool
+	running      bool
+	buffer       []*Message
+	serverWindow int
 
-	pull      bool // set when the stream is not available
+	arrived   chan struct{} // a message was buffered
+	pull      bool          // set when the stream is not available
 	connected bool
 	recheck   bool // after a failure: heartbeat before receiving, to learn of a rejoin first
 	failures  int
@@ -123,7 +149,10 @@ func (cs *Consumer) Membership() *Membership {
 	return &copied
 }
 
-// Join joins the group (once).
+// Held is how many messages the consumer holds: received and not settled yet.
+func (cs *Consumer) Held() int { return cs.holdings.count() }
+
+// Join joins the group (once), with the consumer's window.
 func (cs *Consumer) Join(ctx context.Context) (*Membership, error) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
@@ -133,6 +162,7 @@ func (cs *Consumer) Join(ctx context.Context) (*Membership, error) {
 			return nil, err
 		}
 		cs.membership = joined
+		cs.serverWindow = cs.window
 	}
 	return cs.membership, nil
 }
@@ -161,10 +191,10 @@ func (cs *Consumer) Wait() error {
 	return cs.err
 }
 
-// Stop lets the message in hand finish, leaves the group and waits (up to ctx) for the end.
-// Leaving hands this member's partitions and unsettled messages to the others at once.
-// A handler that wants to stop its consumer calls Stop on a new goroutine (or cancels the
-// context): Stop waits for the handler to return.
+// Stop lets the handlers running finish, sends the acks pending, leaves the group and waits
+// (up to ctx) for the end. Leaving hands this member's partitions and unsettled messages to the
+// others at once. A handler that wants to stop its consumer calls Stop on a new goroutine (or
+// cancels the context): Stop waits for the handler to return.
 func (cs *Consumer) Stop(ctx context.Context) error {
 	cs.stopOnce.Do(func() { close(cs.stop) })
 	cs.mu.Lock()
@@ -187,6 +217,28 @@ func (cs *Consumer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return cs.Stop(ctx)
+}
+
+// Ack acks many messages and waits for the verdicts; it returns those refused.
+func (cs *Consumer) Ack(ctx context.Context, messages []*Message) ([]*Message, error) {
+	verdicts := make([]chan error, len(messages))
+	for i, m := range messages {
+		verdicts[i] = cs.queueAck(m, true)
+	}
+	var refused []*Message
+	for i, verdict := range verdicts {
+		select {
+		case err := <-verdict:
+			if errors.Is(err, ErrAckRejected) {
+				refused = append(refused, messages[i])
+			} else if err != nil {
+				return nil, err
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return refused, nil
 }
 
 func (cs *Consumer) begin(ctx context.Context) error {
@@ -213,11 +265,16 @@ func (cs *Consumer) serve(ctx context.Context, handler Handler) error {
 		case <-recvCtx.Done():
 		}
 	}()
-	beats := make(chan struct{})
-	go cs.heartbeatLoop(recvCtx, beats)
-	err := cs.loop(recvCtx, ctx, handler)
+	var background sync.WaitGroup
+	background.Add(3)
+	go func() { defer background.Done(); cs.heartbeatLoop(recvCtx) }()
+	go func() { defer background.Done(); cs.holdings.keep(recvCtx, cs.report) }()
+	fatal := make(chan error, 1)
+	go func() { defer background.Done(); fatal <- cs.intake(recvCtx) }()
+	err := cs.dispatch(recvCtx, ctx, handler, fatal)
 	cancel()
-	<-beats
+	cs.settler.close()
+	background.Wait()
 	cs.leave()
 	if err != nil && ctx.Err() == nil && cs.opts.OnError != nil {
 		cs.opts.OnError(err)
@@ -235,11 +292,18 @@ func (cs *Consumer) finish(err error) {
 	})
 }
 
-// loop receives until stopped; handlers run with the caller's ctx so Stop lets them finish.
-func (cs *Consumer) loop(recvCtx, handlerCtx context.Context, handler Handler) error {
+// dispatch hands buffered messages to handler, Concurrency at once (in order when 1), until
+// stopped; handlers run with the caller's ctx so that Stop lets them finish.
+func (cs *Consumer) dispatch(recvCtx, handlerCtx context.Context, handler Handler, fatal chan error) error {
+	slots := make(chan struct{}, cs.opts.Concurrency)
+	var handlers sync.WaitGroup
+	defer handlers.Wait()
 	for {
-		err := cs.receive(recvCtx, handlerCtx, handler)
-		if recvCtx.Err() != nil {
+		msg, err := cs.next(recvCtx, fatal)
+		if err != nil {
+			return err
+		}
+		if msg == nil {
 			select {
 			case <-cs.stop:
 				return nil
@@ -247,25 +311,125 @@ func (cs *Consumer) loop(recvCtx, handlerCtx context.Context, handler Handler) e
 				return handlerCtx.Err()
 			}
 		}
-		if err = cs.recover(recvCtx, err); err != nil {
-			return err
+		select {
+		case slots <- struct{}{}:
+		case <-recvCtx.Done():
+			cs.holdings.release(msg)
+			continue
+		}
+		handlers.Add(1)
+		go func(m *Message) {
+			defer handlers.Done()
+			defer func() { <-slots }()
+			cs.handle(handlerCtx, handler, m)
+		}(msg)
+	}
+}
+
+// next is the next message to hand out, nil once stopped, or the fatal intake error.
+func (cs *Consumer) next(ctx context.Context, fatal chan error) (*Message, error) {
+	dropped := 0
+	for {
+		cs.mu.Lock()
+		var msg *Message
+		if len(cs.buffer) > 0 {
+			msg, cs.buffer = cs.buffer[0], cs.buffer[1:]
+		}
+		member := ""
+		if cs.membership != nil {
+			member = cs.membership.MemberID
+		}
+		cs.mu.Unlock()
+		if msg != nil {
+			if msg.memberID == member && cs.holdings.usable(msg) {
+				if dropped > 0 {
+					cs.reportLost(dropped, "their leases ended while buffered")
+				}
+				return msg, nil
+			}
+			cs.holdings.release(msg)
+			if msg.memberID == member {
+				dropped++
+			}
+			continue
+		}
+		select {
+		case <-cs.arrived:
+		case err := <-fatal:
+			if err != nil {
+				return nil, err
+			}
+			<-ctx.Done()
+			return nil, nil
+		case <-ctx.Done():
+			return nil, nil
 		}
 	}
 }
 
-func (cs *Consumer) receive(recvCtx, handlerCtx context.Context, handler Handler) error {
+// handle runs handler: an error nacks the message, a return without settling lets it go.
+func (cs *Consumer) handle(ctx context.Context, handler Handler, msg *Message) {
+	err := handler(ctx, msg)
+	if err == nil {
+		if !msg.Settled() {
+			cs.holdings.release(msg) // no longer kept: delivered again after its lease ends
+		}
+		return
+	}
+	cs.report(err)
+	if !msg.Settled() {
+		reason := err.Error()
+		if len(reason) > 4096 {
+			reason = reason[:4096]
+		}
+		cs.queueNack(msg, reason, 0, false)
+	}
+}
+
+// intake receives into the buffer until ctx ends; it returns the error that stops the consumer.
+func (cs *Consumer) intake(ctx context.Context) error {
+	for ctx.Err() == nil {
+		err := cs.receive(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err = cs.recover(ctx, err); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (cs *Consumer) receive(ctx context.Context) error {
 	if cs.recheck {
 		// A reconnect first asks whether the member survived the outage: a member silent past
 		// its session is evicted by its heartbeat's rebalance and rejoins before receiving.
-		if err := cs.heartbeat(recvCtx, cs.memberID()); err != nil {
+		if err := cs.heartbeat(ctx, cs.memberID(), 0); err != nil {
 			return err
 		}
 		cs.recheck = false
 	}
 	if cs.pull {
-		return cs.pullOnce(recvCtx, handlerCtx, handler)
+		return cs.pullOnce(ctx)
 	}
-	return cs.streamOnce(recvCtx, handlerCtx, handler)
+	return cs.streamOnce(ctx)
+}
+
+// arrive holds a delivered message (its lease kept from now on) and buffers it.
+func (cs *Consumer) arrive(raw []byte, member string) error {
+	msg, err := decodeMessage(raw, cs, member)
+	if err != nil {
+		return err
+	}
+	cs.holdings.add(msg, len(raw))
+	cs.mu.Lock()
+	cs.buffer = append(cs.buffer, msg)
+	cs.mu.Unlock()
+	select {
+	case cs.arrived <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
 // recover rejoins when the member is gone, falls back to pull when streaming is not
@@ -309,117 +473,43 @@ func (cs *Consumer) rejoinQuietly(ctx context.Context, lost string) error {
 	return err
 }
 
-func (cs *Consumer) pullOnce(recvCtx, handlerCtx context.Context, handler Handler) error {
+func (cs *Consumer) pullOnce(ctx context.Context) error {
+	cs.holdings.waitRoom(ctx)
+	free := cs.holdings.free()
+	if ctx.Err() != nil || free == 0 {
+		return nil
+	}
 	member := cs.memberID()
 	var out struct {
 		Messages []jsonRaw `json:"messages"`
 	}
-	body := map[string]any{"maxMessages": cs.opts.BatchSize, "waitMs": cs.opts.Wait.Milliseconds()}
+	want := cs.opts.BatchSize
+	if free < want {
+		want = free
+	}
+	body := map[string]any{"maxMessages": want, "waitMs": cs.opts.Wait.Milliseconds()}
+	cs.mu.Lock()
+	if cs.serverWindow != cs.window {
+		body["maxInFlight"] = cs.window
+	}
+	cs.mu.Unlock()
 	c := call{method: "POST", path: cs.path("members", member, "pull"), body: body, timeout: cs.t.timeout + cs.opts.Wait}
-	if err := cs.t.do(recvCtx, c, &out); err != nil {
+	if err := cs.t.do(ctx, c, &out); err != nil {
 		return err
 	}
+	cs.mu.Lock()
+	cs.serverWindow = cs.window
+	cs.mu.Unlock()
 	cs.connectedNow()
 	for _, raw := range out.Messages {
-		if err := cs.deliver(handlerCtx, handler, raw, member); err != nil {
+		if err := cs.arrive(raw, member); err != nil {
 			return err
 		}
-		if recvCtx.Err() != nil {
-			return nil
-		}
 	}
 	return nil
 }
 
-// deliver hands one message to handler unless its member was replaced meanwhile.
-func (cs *Consumer) deliver(ctx context.Context, handler Handler, raw []byte, member string) error {
-	msg, err := decodeMessage(raw, cs, member)
-	if err != nil {
-		return err
-	}
-	if member != cs.memberID() {
-		return nil // its lease ended with the old member; the group delivers it again
-	}
-	if err := handler(ctx, msg); err != nil {
-		cs.report(err)
-		if !msg.Settled() {
-			cs.nackQuietly(ctx, msg, err)
-		}
-	}
-	return nil
-}
-
-func (cs *Consumer) nackQuietly(ctx context.Context, msg *Message, cause error) {
-	reason := cause.Error()
-	if len(reason) > 4096 {
-		reason = reason[:4096]
-	}
-	if _, err := msg.Nack(ctx, reason); err != nil {
-		cs.report(err)
-	}
-}
-
-// AckIDs acks many leases in one request: the acked ids, and a 409 *Error when none was.
-func (cs *Consumer) AckIDs(ctx context.Context, ackIDs []string) ([]string, error) {
-	var out struct {
-		Acked []string `json:"acked"`
-	}
-	body := map[string]any{"ackIds": ackIDs}
-	err := cs.t.do(ctx, call{method: "POST", path: cs.path("ack"), body: body, idempotent: true}, &out)
-	return out.Acked, err
-}
-
-// Ack acks many messages in one request; it returns those refused (lease expired or superseded).
-func (cs *Consumer) Ack(ctx context.Context, messages []*Message) ([]*Message, error) {
-	byID := make(map[string]*Message, len(messages))
-	ids := make([]string, 0, len(messages))
-	for _, m := range messages {
-		byID[m.AckID] = m
-		ids = append(ids, m.AckID)
-	}
-	acked, err := cs.AckIDs(ctx, ids)
-	var apiErr *Error
-	if errors.As(err, &apiErr) && apiErr.Code == "ACK_REJECTED" {
-		return messages, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	for _, id := range acked {
-		byID[id].settled.Store(true)
-		delete(byID, id)
-	}
-	refused := make([]*Message, 0, len(byID))
-	for _, m := range messages {
-		if _, left := byID[m.AckID]; left {
-			refused = append(refused, m)
-		}
-	}
-	return refused, nil
-}
-
-// ExtendIDs keeps leases d from now; it returns the ids whose leases were extended.
-func (cs *Consumer) ExtendIDs(ctx context.Context, ackIDs []string, d time.Duration) ([]string, error) {
-	var out struct {
-		Extended []string `json:"extended"`
-	}
-	body := map[string]any{"ackIds": ackIDs, "seconds": int64(d.Round(time.Second) / time.Second)}
-	err := cs.t.do(ctx, call{method: "POST", path: cs.path("extend"), body: body, idempotent: true}, &out)
-	return out.Extended, err
-}
-
-func (cs *Consumer) nack(ctx context.Context, ackID, reason string, retryDelay time.Duration) (bool, error) {
-	body := map[string]any{"ackId": ackID, "error": reason}
-	if retryDelay > 0 {
-		body["retryDelay"] = durationMs(retryDelay)
-	}
-	var out struct {
-		DeadLettered bool `json:"deadLettered"`
-	}
-	// Not retried after a lost answer: a repeated nack is refused, its lease having ended.
-	err := cs.t.do(ctx, call{method: "POST", path: cs.path("nack"), body: body}, &out)
-	return out.DeadLettered, err
-}
+// --- helpers -----------------------------------------------------------------------------
 
 func (cs *Consumer) path(rest ...string) string { return groupPath(cs.topic, cs.group, rest...) }
 
@@ -455,13 +545,16 @@ func (cs *Consumer) emit(e Event) {
 	}
 }
 
-// report tells OnError about an error the consumer survives; without it, the logger.
+// report tells OnError about an error the consumer survives; without it, one line to the
+// client's logger (by default standard error).
 func (cs *Consumer) report(err error) {
 	if cs.opts.OnError != nil {
 		cs.opts.OnError(err)
 		return
 	}
-	cs.logf("queuecore consumer %s/%s: %v", cs.topic, cs.group, err)
+	if cs.warn != nil {
+		cs.warn.Printf("queuecore consumer %s/%s: %v", cs.topic, cs.group, err)
+	}
 }
 
 func (cs *Consumer) logf(format string, args ...any) {

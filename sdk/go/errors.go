@@ -2,6 +2,7 @@ package queuecore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -97,4 +98,73 @@ func stringOr(value any, fallback string) string {
 		return text
 	}
 	return fallback
+}
+
+// Kinds of errors, for errors.Is: errors.Is(err, queuecore.ErrNotFound) is true for any 404
+// (TOPIC_NOT_FOUND, GROUP_NOT_FOUND, ...). Use errors.As with *Error for the code and request id.
+var (
+	ErrUnauthorized          = errors.New("queuecore: unauthorized")            // 401
+	ErrForbidden             = errors.New("queuecore: forbidden")               // 403
+	ErrNotFound              = errors.New("queuecore: not found")               // 404
+	ErrConflict              = errors.New("queuecore: conflict")                // 409
+	ErrAckRejected           = errors.New("queuecore: ack rejected")            // 409 ACK_REJECTED, and acks refused here
+	ErrValidation            = errors.New("queuecore: invalid request")         // 400, 422
+	ErrPayloadTooLarge       = errors.New("queuecore: payload too large")       // 413
+	ErrRateLimited           = errors.New("queuecore: rate limited")            // 429
+	ErrServer                = errors.New("queuecore: server error")            // 5xx
+	ErrUnavailable           = errors.New("queuecore: unavailable")             // 503
+	ErrPublishOutcomeUnknown = errors.New("queuecore: publish outcome unknown") // 503 PUBLISH_OUTCOME_UNKNOWN
+	ErrConnection            = errors.New("queuecore: no answer")               // the network failed
+	ErrTimeout               = errors.New("queuecore: timed out")               // no answer in time
+	ErrLeaseExpired          = errors.New("queuecore: lease expired")           // held messages dropped
+)
+
+// Is reports whether e is of the kind target names (one of the Err… values), so that
+// errors.Is(err, queuecore.ErrRateLimited) reads a 429, whatever its code.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrUnauthorized:
+		return e.Status == http.StatusUnauthorized
+	case ErrForbidden:
+		return e.Status == http.StatusForbidden
+	case ErrNotFound:
+		return e.Status == http.StatusNotFound
+	case ErrConflict:
+		return e.Status == http.StatusConflict
+	case ErrAckRejected:
+		return e.Code == "ACK_REJECTED"
+	case ErrValidation:
+		return e.Status == http.StatusBadRequest || e.Status == http.StatusUnprocessableEntity
+	case ErrPayloadTooLarge:
+		return e.Status == http.StatusRequestEntityTooLarge
+	case ErrRateLimited:
+		return e.Status == http.StatusTooManyRequests
+	case ErrServer:
+		return e.Status >= 500
+	case ErrUnavailable:
+		return e.Status == http.StatusServiceUnavailable
+	case ErrPublishOutcomeUnknown:
+		return e.Code == "PUBLISH_OUTCOME_UNKNOWN"
+	case ErrConnection:
+		return e.Status == 0 && (e.Code == "CONNECTION_ERROR" || e.Code == "TIMEOUT")
+	case ErrTimeout:
+		return e.Code == "TIMEOUT"
+	case ErrLeaseExpired:
+		return e.Code == "LEASE_EXPIRED"
+	}
+	return false
+}
+
+// rejection is one error for the refused ids of a request of total ids.
+func rejection(refused [][2]string, total int) *Error {
+	first := "the lease ended"
+	if len(refused) > 0 {
+		first = refused[0][1]
+	}
+	list := make([]any, len(refused))
+	for i, r := range refused {
+		list[i] = map[string]any{"ackId": r[0], "reason": r[1]}
+	}
+	return &Error{Code: "ACK_REJECTED", Message: fmt.Sprintf("%d of %d refused: %s", len(refused), total, first),
+		Status: http.StatusConflict, Body: map[string]any{"rejected": list}}
 }

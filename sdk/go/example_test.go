@@ -124,6 +124,7 @@ func ExampleClient_Consume() {
 	handled := 0
 	err = consumer.Run(ctx, func(ctx context.Context, msg *queuecore.Message) error {
 		var signup struct{ Email string }
+		// msg.Encoding is "base64" when a Kafka client produced a value that was not JSON
 		if err := msg.Decode(&signup); err != nil {
 			return err // nacked with the error's text
 		}
@@ -213,7 +214,7 @@ func ExampleOffsets() {
 			log.Fatal(err)
 		}
 	}
-	_, err = pq.Groups.Configure(ctx, "ledger", "audit", queuecore.GroupSettings{StartFrom: "earliest"})
+	_, err = pq.ConsumerGroups.Configure(ctx, "ledger", "audit", queuecore.GroupSettings{StartFrom: "earliest"})
 	if err != nil {
 		log.Fatal(err)
 	}

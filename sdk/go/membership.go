@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -14,7 +16,7 @@ type jsonRaw = json.RawMessage
 var errNotEventStream = errors.New("the answer is not a text/event-stream")
 
 func (cs *Consumer) joinRequest(ctx context.Context, memberID string) (*Membership, error) {
-	body := map[string]any{"clientId": truncate(cs.opts.ClientID, 200)}
+	body := map[string]any{"clientId": truncate(cs.opts.ClientID, 200), "maxInFlight": cs.window}
 	if memberID != "" {
 		body["memberId"] = memberID
 	}
@@ -24,7 +26,11 @@ func (cs *Consumer) joinRequest(ctx context.Context, memberID string) (*Membersh
 	out := &Membership{}
 	// A rejoin with our id is idempotent; a first join would leave a second member behind.
 	c := call{method: "POST", path: cs.path("members"), body: body, idempotent: memberID != ""}
-	return orNil(out, cs.t.do(ctx, c, out))
+	if err := cs.t.do(ctx, c, out); err != nil {
+		return nil, err
+	}
+	cs.holdings.joined(out, cs.window)
+	return out, nil
 }
 
 // rejoin rejoins with our id (shouldRejoin), or as a new member when lost is gone.
@@ -48,6 +54,9 @@ func (cs *Consumer) rejoin(ctx context.Context, lost string) error {
 		return err
 	}
 	cs.membership = next
+	if next.MemberID != current.MemberID {
+		cs.holdings.releaseAll() // their leases ended with the old member
+	}
 	if next.MemberID != current.MemberID || next.GenerationID != current.GenerationID {
 		cs.logf("queuecore consumer %s/%s rejoined as %s (generation %d, partitions %v)",
 			cs.topic, cs.group, next.MemberID, next.GenerationID, next.Assignments)
@@ -56,8 +65,7 @@ func (cs *Consumer) rejoin(ctx context.Context, lost string) error {
 	return nil
 }
 
-func (cs *Consumer) heartbeatLoop(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
+func (cs *Consumer) heartbeatLoop(ctx context.Context) {
 	for {
 		m := cs.Membership()
 		interval := time.Duration(m.HeartbeatIntervalMs) * time.Millisecond
@@ -67,17 +75,23 @@ func (cs *Consumer) heartbeatLoop(ctx context.Context, done chan<- struct{}) {
 		if !sleep(ctx, interval) {
 			return
 		}
-		if err := cs.heartbeat(ctx, m.MemberID); err != nil && ctx.Err() == nil {
+		if err := cs.heartbeat(ctx, m.MemberID, 0); err != nil && ctx.Err() == nil {
 			cs.report(err)
 		}
 	}
 }
 
-func (cs *Consumer) heartbeat(ctx context.Context, memberID string) error {
+// heartbeat keeps the member alive (on the lease budget, not the consume budget); a window above
+// zero sets the member's window too.
+func (cs *Consumer) heartbeat(ctx context.Context, memberID string, window int) error {
 	var out struct {
-		ShouldRejoin bool `json:"shouldRejoin"`
+		ShouldRejoin bool  `json:"shouldRejoin"`
+		AckTimeoutMs int64 `json:"ackTimeoutMs"`
 	}
 	c := call{method: "POST", path: cs.path("members", memberID, "heartbeat"), idempotent: true}
+	if window > 0 {
+		c.body = map[string]any{"maxInFlight": window}
+	}
 	err := cs.t.do(ctx, c, &out)
 	var apiErr *Error
 	if errors.As(err, &apiErr) && apiErr.Code == "MEMBER_NOT_FOUND" {
@@ -85,6 +99,9 @@ func (cs *Consumer) heartbeat(ctx context.Context, memberID string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if out.AckTimeoutMs > 0 {
+		cs.holdings.setAckTimeout(time.Duration(out.AckTimeoutMs) * time.Millisecond)
 	}
 	if out.ShouldRejoin {
 		return cs.rejoin(ctx, "")
@@ -112,15 +129,19 @@ func (cs *Consumer) leave() {
 	}
 }
 
-// streamOnce reads one Server-Sent Events stream until it ends, delivering its messages.
-func (cs *Consumer) streamOnce(recvCtx, handlerCtx context.Context, handler Handler) error {
+// streamOnce reads one Server-Sent Events stream until it ends, buffering its messages.
+func (cs *Consumer) streamOnce(recvCtx context.Context) error {
 	member := cs.memberID()
 	streamCtx, cancel := context.WithCancel(recvCtx)
 	defer cancel()
-	resp, err := cs.t.send(streamCtx, call{method: "GET", path: cs.path("members", member, "stream")}, true)
+	query := url.Values{"maxInFlight": {strconv.Itoa(cs.window)}}
+	resp, err := cs.t.send(streamCtx, call{method: "GET", path: cs.path("members", member, "stream"), query: query}, true)
 	if err != nil {
 		return err
 	}
+	cs.mu.Lock()
+	cs.serverWindow = cs.window
+	cs.mu.Unlock()
 	defer resp.Body.Close()
 	requestID := resp.Header.Get("X-Request-Id")
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
@@ -139,7 +160,7 @@ func (cs *Consumer) streamOnce(recvCtx, handlerCtx context.Context, handler Hand
 		case "error":
 			return errorFromEvent([]byte(ev.data), requestID)
 		case "message":
-			if err := cs.deliver(handlerCtx, handler, []byte(ev.data), member); err != nil {
+			if err := cs.arrive([]byte(ev.data), member); err != nil {
 				return err
 			}
 		}

@@ -3,13 +3,14 @@ package queuecore
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"sync/atomic"
 	"time"
 )
 
 // Message is a message leased to this consumer: settle it with Ack or Nack.
 type Message struct {
-	ID        string
+	MessageID string
 	Topic     string
 	Partition int
 	Offset    int64
@@ -26,6 +27,11 @@ type Message struct {
 	consumer *Consumer
 	memberID string
 	settled  atomic.Bool
+	// The lease as the consumer keeps it, guarded by its holdings' lock.
+	size     int
+	arrived  time.Time
+	deadline time.Time
+	lost     bool
 }
 
 type messageWire struct {
@@ -53,7 +59,7 @@ func decodeMessage(raw []byte, consumer *Consumer, memberID string) (*Message, e
 		id = w.ID
 	}
 	return &Message{
-		ID: id, Topic: w.Topic, Partition: w.Partition, Offset: w.Offset, Data: w.Data, Key: w.Key,
+		MessageID: id, Topic: w.Topic, Partition: w.Partition, Offset: w.Offset, Data: w.Data, Key: w.Key,
 		Headers: w.Headers, Timestamp: w.Timestamp, Attempt: w.Attempt, AckID: w.AckID,
 		Encoding: w.Encoding, consumer: consumer, memberID: memberID,
 	}, nil
@@ -65,32 +71,54 @@ func (m *Message) Decode(v any) error { return json.Unmarshal(m.Data, v) }
 // Settled reports whether the message was acked or nacked through this value.
 func (m *Message) Settled() bool { return m.settled.Load() }
 
-// Ack marks the message done; a 409 ACK_REJECTED *Error when its lease expired or was superseded.
+// Ack marks the message done, in the background: the ack goes with the next batch and Ack
+// returns at once (nil). A refusal (its lease ended) goes to OnError; AckWithResult waits for
+// the verdict.
 func (m *Message) Ack(ctx context.Context) error {
-	if _, err := m.consumer.AckIDs(ctx, []string{m.AckID}); err != nil {
-		return err
-	}
-	m.settled.Store(true)
+	m.consumer.queueAck(m, false)
 	return nil
 }
 
+// AckWithResult acks and waits for the verdict (or ctx): an error matching ErrAckRejected when
+// the lease had ended, so the message will be, or was, delivered again.
+func (m *Message) AckWithResult(ctx context.Context) error {
+	select {
+	case err := <-m.consumer.queueAck(m, true):
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Nack fails the message with an error text: it is retried after the group's retry delay
-// (doubled per attempt) or dead-lettered; deadLettered tells which.
+// (doubled per attempt) or dead-lettered; deadLettered tells which. It is sent with the next
+// batch and waits for its verdict.
 func (m *Message) Nack(ctx context.Context, reason string) (deadLettered bool, err error) {
 	return m.NackAfter(ctx, reason, 0)
 }
 
 // NackAfter is Nack with this retry's own base delay (0 keeps the group's).
 func (m *Message) NackAfter(ctx context.Context, reason string, retryDelay time.Duration) (bool, error) {
-	dead, err := m.consumer.nack(ctx, m.AckID, reason, retryDelay)
-	if err == nil {
-		m.settled.Store(true)
+	select {
+	case outcome := <-m.consumer.queueNack(m, reason, retryDelay, true):
+		return outcome.dead, outcome.err
+	case <-ctx.Done():
+		return false, ctx.Err()
 	}
-	return dead, err
 }
 
-// Extend keeps the lease for d from now (whole seconds); false when it had already ended.
+// Extend keeps the lease d from now (rounded up to whole seconds); false when it had ended.
+// Held messages are extended automatically; this is for a longer lease at once.
 func (m *Message) Extend(ctx context.Context, d time.Duration) (bool, error) {
-	extended, err := m.consumer.ExtendIDs(ctx, []string{m.AckID}, d)
-	return len(extended) == 1 && extended[0] == m.AckID, err
+	seconds := int64(math.Ceil(d.Seconds()))
+	if seconds < 1 {
+		seconds = 1
+	}
+	extended, err := m.consumer.holdings.extend([]*Message{m}, seconds)
+	for _, id := range extended {
+		if id == m.AckID {
+			return true, err
+		}
+	}
+	return false, err
 }

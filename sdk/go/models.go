@@ -62,9 +62,10 @@ type PublishResult struct {
 
 // BatchItem is one message of a batch, in request order.
 type BatchItem struct {
-	MessageID string `json:"messageId"`
-	Offset    int64  `json:"offset"`
-	Partition int    `json:"partition"`
+	MessageID string    `json:"messageId"`
+	Offset    int64     `json:"offset"`
+	Partition int       `json:"partition"`
+	Timestamp time.Time `json:"timestamp"` // when it was stored (a repeated key: the original's)
 }
 
 // BatchResult is a batch committed as one: all of its messages were stored, or none.
@@ -196,6 +197,9 @@ type Membership struct {
 	Assignments         []int  `json:"assignments"`
 	HeartbeatIntervalMs int64  `json:"heartbeatIntervalMs"`
 	SessionTimeoutMs    int64  `json:"sessionTimeoutMs"`
+	MaxInFlight         int    `json:"maxInFlight"`  // the member's window
+	AckTimeoutMs        int64  `json:"ackTimeoutMs"` // how long a delivery stays leased
+	Delivery            string `json:"delivery"`     // "exactly-once" or "at-least-once"
 }
 
 // durationMs is a duration as the API takes it: whole milliseconds.

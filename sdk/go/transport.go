@@ -49,6 +49,7 @@ type call struct {
 	path       string
 	query      url.Values
 	body       any
+	raw        []byte // a body already encoded as JSON (instead of body)
 	idempotent bool
 	timeout    time.Duration // per attempt; 0 means the client's
 }
@@ -107,6 +108,9 @@ func (t *transport) send(ctx context.Context, c call, stream bool) (*http.Respon
 	payload, err := encode(c.body)
 	if err != nil {
 		return nil, err
+	}
+	if c.raw != nil {
+		payload = c.raw
 	}
 	requestID := newRequestID()
 	for attempt := 0; ; attempt++ {

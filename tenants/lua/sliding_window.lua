@@ -1,5 +1,5 @@
--- KEYS[1] the organisation's limits ("publish consume admin"), KEYS[2] this key's window (zset).
--- ARGV: category index (1-3), window ms, unique member prefix, limits to store on a miss ('' =
+-- KEYS[1] the organisation's limits ("publish consume admin lease"), KEYS[2] this key's window
+-- (zset). ARGV: category index (1-4), window ms, unique member prefix, limits to store on a miss ('' =
 -- report the miss as -1), limits TTL s, slots wanted. Adds as many of the wanted slots as fit
 -- under the limit; returns {granted, limit, remaining, reset_ms}.
 local limits = redis.call('GET', KEYS[1])

@@ -78,10 +78,10 @@ def test_heartbeats_and_pulls_of_one_member_during_evictions_never_deadlock(
     group_id = run_in_tx(url, lambda conn: _group_id(conn, topic.id))
 
     async def pull(conn: AsyncConnection[Any]) -> None:
-        # A pull's locks in a pull's order (qc_pull_state, then qc_pull after the segment reads):
+        # A pull's locks in a pull's order (qc_pull_state_v2, then qc_pull_v2 after the segment reads):
         # its member row, then its group's partition rows.
         await conn.execute(
-            "SELECT qc_pull_state(%s, %s, %s, 100, false)", (group_id, member, topic.id)
+            "SELECT qc_pull_state_v2(%s, %s, %s, 100, false)", (group_id, member, topic.id)
         )
         await asyncio.sleep(0.02)  # reading the blocks
         await conn.execute(

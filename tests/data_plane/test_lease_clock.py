@@ -50,7 +50,7 @@ def test_a_pull_that_stalled_before_leasing_commits_leases_that_are_not_expired(
         conn.commit()
         conn.execute("SELECT pg_sleep(%s)", (STALL_S,))  # the transaction stalls, then pulls
         pulled = conn.execute(
-            "SELECT qc_pull(%s, %s, %s, 10, false, ARRAY['lease-a']) AS r",
+            "SELECT qc_pull_v2(%s, %s, %s, 10, false, ARRAY['lease-a']) AS r",
             (group_id, member, topic.id),
         ).fetchone()["r"]
         conn.commit()

@@ -55,7 +55,8 @@ def _blocks_plan(conn: Connection[DictRow], group_id: str, member_id: str, topic
     ):
         conn.execute(f"SET {setting}")
     conn.execute(
-        "SELECT qc_pull_state(%s, %s, %s, %s, false)", (group_id, member_id, topic_id, PULL_LIMIT)
+        "SELECT qc_pull_state_v2(%s, %s, %s, %s, false)",
+        (group_id, member_id, topic_id, PULL_LIMIT),
     )
     conn.rollback()
     (plan,) = [n for n in notices if "FROM segment_blocks sb" in n]

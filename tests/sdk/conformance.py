@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import json
 import re
@@ -66,13 +67,17 @@ def error_json(exc: QueueCoreError) -> dict[str, Any]:
 class Run:
     """One run of one scenario: its unique suffix, its saved values, its clients."""
 
-    def __init__(self, base_url: str, api_key: str) -> None:
+    def __init__(self, base_url: str, api_key: str, developer_key: str | None = None) -> None:
         self.suffix = "".join(secrets.choice(string.ascii_lowercase) for _ in range(8))
         self.saved: dict[str, Any] = {}
         self.clients = {
             None: AsyncQueueCore(api_key, base_url, timeout=CLIENT_TIMEOUT_S),
             "invalidKey": AsyncQueueCore(INVALID_KEY, base_url, timeout=CLIENT_TIMEOUT_S),
         }
+        if developer_key is not None:
+            self.clients["developer"] = AsyncQueueCore(
+                developer_key, base_url, timeout=CLIENT_TIMEOUT_S
+            )
 
     async def close(self) -> None:
         """Close the clients."""
@@ -168,9 +173,15 @@ def _check_matcher(value: Any, name: str, arg: Any, where: str) -> None:
         "$excludes": lambda: (
             isinstance(value, list) and not any(matches(v, m) for v in value for m in arg)
         ),
+        "$atMost": lambda: _number(value) and value <= arg,
+        "$atLeast": lambda: _number(value) and value >= arg,
     }[name]()
     if not ok:
         raise StepFailed(f"{where}: {value!r} does not satisfy {name} {arg!r}")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 # --- ops ---------------------------------------------------------------------------------------
@@ -256,7 +267,100 @@ async def _consume(pq: AsyncQueueCore, a: dict[str, Any]) -> dict[str, Any]:
     return {"messages": handled, "events": events}
 
 
+async def _publish_concurrently(pq: AsyncQueueCore, a: dict[str, Any]) -> dict[str, Any]:
+    """``count`` publishes at once; what was stored, and how many requests carried them."""
+    sent: list[str] = []
+    original = pq._transport.request  # the runner counts the SDK's requests
+
+    async def counted(method: str, path: str, **options: Any) -> Any:
+        if method == "POST" and path.endswith(("/messages", "/messages/batch")):
+            sent.append(path)
+        return await original(method, path, **options)
+
+    pq._transport.request = counted  # type: ignore[method-assign]
+    try:
+        calls = [
+            pq.publish(a["topic"], {"n": n}, key=f"k{n % a['keys']}") for n in range(a["count"])
+        ]
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    finally:
+        pq._transport.request = original  # type: ignore[method-assign]
+    stored = [(n, o) for n, o in enumerate(outcomes) if not isinstance(o, BaseException)]
+    by_key: dict[int, list[int]] = {}
+    for n, result in stored:
+        by_key.setdefault(n % a["keys"], []).append(result.offset)
+    return {
+        "stored": len(stored),
+        "distinct": len({(r.partition, r.offset) for _, r in stored}),
+        "ordered": all(offsets == sorted(offsets) for offsets in by_key.values()),
+        "requests": len(sent),
+    }
+
+
+async def _consume_counting(
+    pq: AsyncQueueCore, a: dict[str, Any], work: Any
+) -> tuple[collections.Counter[str], list[Exception]]:
+    """Iterate a default consumer, ``work(message)`` each, until ``count`` distinct messages."""
+    consumer = pq.consume(
+        a["topic"],
+        a["group"],
+        start_from=a.get("startFrom"),
+        ack_timeout=a.get("ackTimeout"),
+        dead_letter=_policy(a.get("deadLetter")),
+    )
+    errors: list[Exception] = []
+    consumer.on_error(errors.append)
+    seen: collections.Counter[str] = collections.Counter()
+
+    async def receive() -> None:
+        async with aclosing(consumer.__aiter__()) as messages:
+            async for message in messages:
+                seen[message.message_id] += 1
+                await work(message)
+                if len(seen) >= a["count"]:
+                    return
+
+    try:
+        await asyncio.wait_for(receive(), a.get("timeoutMs", DEFAULT_CONSUME_TIMEOUT_MS) / 1000)
+    except TimeoutError:
+        raise StepFailed(f"{len(seen)} of {a['count']} messages in time; errors {errors}") from None
+    finally:
+        await consumer.stop()
+    return seen, errors
+
+
+async def _consume_acking(pq: AsyncQueueCore, a: dict[str, Any]) -> dict[str, Any]:
+    async def ack(message: AsyncMessage) -> None:
+        await message.ack()
+
+    seen, errors = await _consume_counting(pq, a, ack)
+    refused = [e for e in errors if isinstance(e, QueueCoreError) and e.code == "ACK_REJECTED"]
+    return {
+        "acked": len(seen),
+        "duplicates": sum(seen.values()) - len(seen),
+        "refused": len(refused),
+    }
+
+
+async def _consume_slowly(pq: AsyncQueueCore, a: dict[str, Any]) -> dict[str, Any]:
+    async def slow(message: AsyncMessage) -> None:
+        await asyncio.sleep(a["handlerMs"] / 1000)
+        await message.ack()
+
+    seen, _ = await _consume_counting(pq, a, slow)
+    return {"handled": len(seen), "duplicates": sum(seen.values()) - len(seen)}
+
+
+def _policy(dead: dict[str, Any] | None) -> DeadLetterPolicy | None:
+    return (
+        None if dead is None else DeadLetterPolicy(dead.get("maxRetries"), dead.get("retryDelay"))
+    )
+
+
 OPS: dict[str, Any] = {
+    "publishConcurrently": _publish_concurrently,
+    "consumeAcking": _consume_acking,
+    "consumeSlowly": _consume_slowly,
     "health": lambda pq, a: pq.health(),
     "topics.create": lambda pq, a: pq.topics.create(
         a["name"],
@@ -284,9 +388,11 @@ OPS: dict[str, Any] = {
 }
 
 
-async def run_scenario(scenario: dict[str, Any], base_url: str, api_key: str) -> None:
+async def run_scenario(
+    scenario: dict[str, Any], base_url: str, api_key: str, developer_key: str | None = None
+) -> None:
     """Run every step of ``scenario``; the first mismatch raises :class:`StepFailed`."""
-    run = Run(base_url, api_key)
+    run = Run(base_url, api_key, developer_key)
     try:
         for number, step in enumerate(scenario["steps"], 1):
             try:

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.e2e
 
 
 def is_stream(method: str, path: str) -> bool:
-    """The SSE route."""
-    return method == "GET" and path.endswith("/stream")
+    """The SSE route (its query names the member's window)."""
+    return method == "GET" and path.partition("?")[0].endswith("/stream")
 
 
 def is_publish(method: str, path: str) -> bool:

@@ -9,16 +9,27 @@ import pytest
 
 from tenants.models import NewOrganisation
 from tests.sdk.conformance import StepFailed, run_scenario, scenarios
+from tests.support.services import Services
+from tests.support.tenancy import new_organisation
 
 pytestmark = pytest.mark.e2e
 
 SCENARIO_TIMEOUT_S = 90
 
 
+@pytest.fixture(scope="module")
+def developer(services: Services) -> NewOrganisation:
+    """A Developer-tier organisation for the scenarios run ``as`` it."""
+    return new_organisation(services.database_url, tier="developer")
+
+
 @pytest.mark.parametrize("scenario", scenarios(), ids=lambda s: s["name"])
-def test_scenario(scenario: dict[str, Any], api: str, org: NewOrganisation) -> None:
-    key = org.keys["production"].secret
-    asyncio.run(asyncio.wait_for(run_scenario(scenario, api, key), SCENARIO_TIMEOUT_S))
+def test_scenario(
+    scenario: dict[str, Any], api: str, org: NewOrganisation, developer: NewOrganisation
+) -> None:
+    key, slow_key = org.keys["production"].secret, developer.keys["production"].secret
+    run = run_scenario(scenario, api, key, slow_key)
+    asyncio.run(asyncio.wait_for(run, SCENARIO_TIMEOUT_S))
 
 
 def test_a_result_that_differs_from_the_scenario_fails_the_step(

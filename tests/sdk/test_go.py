@@ -73,8 +73,17 @@ def test_go_vet_finds_nothing() -> None:
     run_go(["vet", "./..."], go_env(), 300)
 
 
-def test_go_sdk_tests_pass_against_the_api(api: str, go_org: NewOrganisation) -> None:
-    env = go_env({"QUEUECORE_URL": api, "QUEUECORE_API_KEY": go_org.keys["production"].secret})
+def test_go_sdk_tests_pass_against_the_api(
+    api: str, go_org: NewOrganisation, services: Services
+) -> None:
+    developer = new_organisation(services.database_url, tier="developer")
+    env = go_env(
+        {
+            "QUEUECORE_URL": api,
+            "QUEUECORE_API_KEY": go_org.keys["production"].secret,
+            "QUEUECORE_DEVELOPER_API_KEY": developer.keys["production"].secret,
+        }
+    )
     run_go(
         ["test", "-count=1", f"-timeout={GO_TEST_TIMEOUT_S}s", "./..."], env, GO_TEST_TIMEOUT_S + 60
     )
@@ -118,3 +127,52 @@ def test_readme_snippets_are_the_tested_examples() -> None:
         if snippet.startswith(("import", "go get")):
             continue
         assert snippet in examples.values(), f"README snippet is not an Example body:\n{snippet}"
+
+
+APP_MAIN = """package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	queuecore "github.com/queuecore/queuecore-go"
+)
+
+func main() {
+	pq, err := queuecore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pq.Close()
+	health, err := pq.Health(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("health:", health["status"])
+}
+"""
+
+
+def test_another_module_uses_the_sdk_through_a_replace_directive(
+    api: str, go_org: NewOrganisation, tmp_path: Path
+) -> None:
+    """The README's way to use sdk/go before the module is published: require it, replace it."""
+    (tmp_path / "go.mod").write_text(
+        "module example.com/app\n\ngo 1.19\n\n"
+        "require github.com/queuecore/queuecore-go v0.0.0\n\n"
+        f"replace github.com/queuecore/queuecore-go => {GO_DIR}\n"
+    )
+    (tmp_path / "main.go").write_text(APP_MAIN)
+    env = go_env({"QUEUECORE_URL": api, "QUEUECORE_API_KEY": go_org.keys["production"].secret})
+    done = subprocess.run(
+        [go_command(), "run", "."],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=GO_TEST_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "health: ok"

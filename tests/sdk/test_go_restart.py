@@ -1,7 +1,7 @@
 """A Go consumer streaming from an API process that is killed and restarted on its port.
 
-The member's session timeout (2 s) is shorter than the outage, so the server forgets it: the
-consumer reconnects, rejoins as a new member and keeps acking; on an exactly-once topic no
+The member's session timeout (2 s) is shorter than the outage: the consumer reconnects (as the
+same member, or a new one if it was evicted) and keeps acking; on an exactly-once topic no
 message is processed again after the server accepted its ack.
 """
 
@@ -161,7 +161,8 @@ def test_go_consumer_survives_an_api_kill_and_restart(
     kinds = [e["event"] for e in events]
     assert "disconnected" in kinds and "reconnecting" in kinds, kinds
     assert kinds.count("connected") >= 2, "it connected again after the restart"
-    assert "rebalanced" in kinds, "it rejoined as a new member"
+    # Not asserted: a rejoin as a new member. While no replica runs, nobody can heartbeat, and the
+    # API's pulse makes the outage not count as the member's silence (docs/faults.md).
     done: set[tuple[int, int]] = set()
     processed: set[tuple[int, int]] = set()
     for event in events:

@@ -32,7 +32,8 @@ class Ledger:
         self.deliveries += 1
         if message.message_id in self.acked:
             self.after_ack.append((message.message_id, message.attempt))
-        await message.ack()  # raises when the server is down: the message comes back later
+        # Waits for the verdict; raises when the server is down: the message comes back later.
+        await message.ack_with_result()
         self.acked.add(message.message_id)
 
 

@@ -86,20 +86,30 @@ def ts_org(services: Services) -> NewOrganisation:
     return new_organisation(services.database_url, tier="pro")
 
 
+@pytest.fixture(scope="module")
+def ts_developer(services: Services) -> NewOrganisation:
+    """A Developer organisation: the conformance scenarios run ``as: developer``."""
+    return new_organisation(services.database_url, tier="developer")
+
+
 def _stack_env(url: str, org: NewOrganisation) -> dict[str, str]:
     return {"QUEUECORE_URL": url, "QUEUECORE_API_KEY": org.keys["production"].secret}
 
 
 @pytest.mark.parametrize("test_file", NODE_FILES)
 def test_node_suite_passes_against_the_real_stack(
-    built_sdk: Path, api: str, ts_org: NewOrganisation, test_file: str
+    built_sdk: Path,
+    api: str,
+    ts_org: NewOrganisation,
+    ts_developer: NewOrganisation,
+    test_file: str,
 ) -> None:
     """``node --test`` on one file of sdk/typescript/test; its TAP output is the failure message."""
-    _run(
-        ["node", "--test", f"test/{test_file}"],
-        NODE_SUITE_TIMEOUT_S,
-        _stack_env(api, ts_org),
-    )
+    env = {
+        **_stack_env(api, ts_org),
+        "QUEUECORE_DEVELOPER_API_KEY": ts_developer.keys["production"].secret,
+    }
+    _run(["node", "--test", f"test/{test_file}"], NODE_SUITE_TIMEOUT_S, env)
 
 
 # --- kill and restart --------------------------------------------------------------------------

@@ -72,6 +72,9 @@ def faulty_proxy(
                 self._answer(fail_with, {}, _error_body(fail_with, request_id))
                 return
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+            if self.command == "GET" and self.path.partition("?")[0].endswith("/stream"):
+                self._relay_stream(headers)
+                return
             answer = client.request(self.command, self.path, content=body, headers=headers)
             if spoil:
                 self.close_connection = True  # the work is done; its answer never arrives
@@ -89,12 +92,38 @@ def faulty_proxy(
             self.end_headers()
             self.wfile.write(body)
 
+        def _relay_stream(self, headers: dict[str, str]) -> None:
+            """An event stream, relayed chunk by chunk as it comes (until either side ends).
+
+            Asked for uncompressed: the relayed bytes are the body as the server sent it."""
+            plain = {k: v for k, v in headers.items() if k.lower() != "accept-encoding"}
+            plain["Accept-Encoding"] = "identity"
+            with client.stream(self.command, self.path, headers=plain, timeout=None) as answer:
+                self.send_response(answer.status_code)
+                for name, value in answer.headers.items():
+                    if name.lower() not in _HOP_BY_HOP:
+                        self.send_header(name, value)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    for chunk in answer.iter_raw():
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError:
+                    pass  # the client went away: so does the upstream stream
+                self.close_connection = True
+
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _relay
 
         def log_message(self, format: str, *args: object) -> None:
             """Quiet."""
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(ThreadingHTTPServer):
+        def handle_error(self, request: object, client_address: object) -> None:
+            """Quiet: a client closing its connection early is part of the tests."""
+
+    server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     seen.url = f"http://127.0.0.1:{server.server_address[1]}"
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -90,20 +90,28 @@ class Transport:
         *,
         idempotent: bool,
         json: Any = None,
+        content: bytes | None = None,
         params: dict[str, Any] | None = None,
         timeout_s: float | None = None,
     ) -> Any:
-        """Send with retries; the decoded JSON body (None when empty) or a mapped error."""
-        request = self._build(method, path, json, params, timeout_s)
+        """Send with retries; the decoded JSON body (None when empty) or a mapped error.
+
+        ``content`` is a body already encoded as JSON (sent as is)."""
+        request = self._build(method, path, json, params, timeout_s, content)
         response = await self._send(request, idempotent, stream=False)
         return response.json() if response.content else None
 
     @asynccontextmanager
     async def stream(
-        self, method: str, path: str, *, read_timeout_s: float
+        self,
+        method: str,
+        path: str,
+        *,
+        read_timeout_s: float,
+        params: dict[str, Any] | None = None,
     ) -> AsyncIterator[httpx.Response]:
         """A streamed response (SSE); only its opening is retried, as for a non-idempotent call."""
-        request = self._build(method, path, None, None, self.timeout_s)
+        request = self._build(method, path, None, params, self.timeout_s)
         request.extensions["timeout"] = httpx.Timeout(self.timeout_s, read=read_timeout_s).as_dict()
         response = await self._send(request, idempotent=False, stream=True)
         try:
@@ -118,14 +126,19 @@ class Transport:
         json: Any,
         params: dict[str, Any] | None,
         timeout_s: float | None,
+        content: bytes | None = None,
     ) -> httpx.Request:
         clean = {k: v for k, v in (params or {}).items() if v is not None}
+        headers = {"X-Request-Id": new_request_id()}
+        if content is not None:
+            headers["Content-Type"] = "application/json"
         return self._http.build_request(
             method,
             path,
             json=json,
+            content=content,
             params=clean or None,
-            headers={"X-Request-Id": new_request_id()},
+            headers=headers,
             timeout=self.timeout_s if timeout_s is None else timeout_s,
         )
 

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, Union
 
 from queuecore._http import Transport
+from queuecore._publisher import Publisher
 from queuecore.consumer import AsyncConsumer, GroupSettings
 from queuecore.errors import PublishOutcomeUnknown, QueueCoreError
 from queuecore.groups import AsyncConsumerGroups, AsyncDeadLetters, AsyncOffsets
@@ -16,7 +17,9 @@ from queuecore.models import (
     BatchResult,
     DeadLetterPolicy,
     Duration,
+    FlowControl,
     OutgoingMessage,
+    PublishBatching,
     PublishResult,
 )
 from queuecore.topics import AsyncTopics, path
@@ -49,6 +52,7 @@ class AsyncQueueCore:
     event. With ``idempotent_publish`` (the default) every published message carries an
     idempotency key, generated once per call when not given and sent again on the call's
     retries, so a publish retried after a lost answer is stored once on an exactly-once topic.
+    ``publish_batching`` says how concurrent :meth:`publish` calls share requests.
     """
 
     def __init__(
@@ -60,6 +64,7 @@ class AsyncQueueCore:
         max_retries: int = DEFAULT_MAX_RETRIES,
         logger: logging.Logger | None = None,
         idempotent_publish: bool = True,
+        publish_batching: PublishBatching | None = None,
     ) -> None:
         key = api_key or os.environ.get("QUEUECORE_API_KEY")
         if not key:
@@ -74,6 +79,9 @@ class AsyncQueueCore:
         self.offsets = AsyncOffsets(self._transport)
         self.consumer_groups = AsyncConsumerGroups(self._transport, self.offsets)
         self.dlq = AsyncDeadLetters(self._transport)
+        self._publisher = Publisher(
+            self._transport, publish_batching or PublishBatching(), self._resolve
+        )
 
     def __repr__(self) -> str:
         return f"AsyncQueueCore(base_url={self.base_url!r}, api_key={self._key_hint!r})"
@@ -85,7 +93,9 @@ class AsyncQueueCore:
         await self.close()
 
     async def close(self) -> None:
-        """Close the pooled HTTP connections (consumers made by this client stop working)."""
+        """Send the publishes waiting for their batch, then close the pooled HTTP connections
+        (consumers made by this client stop working)."""
+        await self._publisher.flush()
         await self._transport.close()
 
     async def health(self) -> dict[str, Any]:
@@ -105,21 +115,15 @@ class AsyncQueueCore:
         headers: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
     ) -> PublishResult:
-        """Publish one message (any JSON value); answered once it is durable."""
+        """Publish one message (any JSON value); answered once it is durable.
+
+        Calls made meanwhile (other tasks, other threads of :class:`QueueCore`) go in the same
+        batch request (``publish_batching``); each gets its own result or its own error.
+        """
         message = self._outgoing(
             OutgoingMessage(data, key, dict(headers or {}) or None, idempotency_key)
         )
-        sent_key = message.get("idempotencyKey")
-        try:
-            answer = await self._transport.request(
-                "POST",
-                path("topics", topic, "messages"),
-                json=message,
-                idempotent=sent_key is not None,
-            )
-        except PublishOutcomeUnknown as exc:
-            return await self._resolve(topic, sent_key, exc)
-        return PublishResult.from_wire(answer, sent_key)
+        return await self._publisher.publish(topic, message)
 
     async def find_published(self, topic: str, idempotency_key: str) -> PublishResult:
         """Where the message published with ``idempotency_key`` is stored, else NotFound."""
@@ -175,6 +179,8 @@ class AsyncQueueCore:
         wait: float = 10.0,
         stream: bool = True,
         client_id: str | None = None,
+        concurrency: int = 1,
+        flow_control: FlowControl | None = None,
     ) -> AsyncConsumer:
         """A consumer in ``group``; it joins on ``start()``, ``run()`` or iteration.
 
@@ -182,7 +188,10 @@ class AsyncQueueCore:
         ``retry_delay``, ``alert_threshold``) configure the group as it is joined (admin scope;
         settings not given are kept). ``session_timeout`` is this member's own. Messages are
         pushed over Server-Sent Events; with ``stream=False``, or on a server without the
-        stream, ``batch_size`` messages are leased per pull, which waits up to ``wait`` seconds.
+        stream, up to ``batch_size`` messages are leased per pull, which waits up to ``wait``
+        seconds. ``concurrency`` handlers run at once under ``start``/``run``;
+        ``flow_control`` bounds what the consumer holds (10 messages per handler by default)
+        and how long it keeps a lease.
         """
         settings = GroupSettings(start_from, ack_timeout, max_in_flight, dead_letter)
         return AsyncConsumer(
@@ -197,6 +206,8 @@ class AsyncQueueCore:
             client_id=client_id,
             session_timeout=session_timeout,
             logger=self.logger,
+            flow_control=flow_control,
+            concurrency=concurrency,
         )
 
     def _outgoing(self, item: OutgoingMessage | Any) -> dict[str, Any]:

@@ -1,42 +1,49 @@
-"""Consuming in a group: membership, heartbeats, SSE or long-poll delivery, ack/nack/extend.
+"""Consuming in a group: membership, flow control, leases kept, settling in the background.
 
 An :class:`AsyncConsumer` joins its group on first use (configuring the group first when
-settings such as ``dead_letter`` were given) and keeps a heartbeat task that honours
-``heartbeatIntervalMs`` and rejoins when told to (``shouldRejoin``). A member the server
-reports gone (``404 MEMBER_NOT_FOUND``: evicted after a pause longer than its session
-timeout, or lost with a restarted server) is replaced by a fresh join; messages received
-under the old member are dropped, because their leases ended with it and the group delivers
-them again.
+settings such as ``dead_letter`` were given) with its window: the most messages it holds at
+once (``FlowControl.max_messages``, by default 10 per handler). The server leases the member no
+more than that, so a slow consumer is never handed a backlog it cannot work through in time.
+A background task receives (Server-Sent Events by default; long-poll pulls, asking only for what
+fits, when the server offers no stream or with ``stream=False``) into a buffer that handlers or
+an ``async for`` take from. While a message is held its lease is extended before it expires
+(:mod:`queuecore._flow`); acks, nacks and extensions are batched (:mod:`queuecore._settle`).
 
-Delivery is pushed over Server-Sent Events by default; when the server offers no stream
-(404 without a QueueCore code, 405, 406, 501) the consumer falls back to long-poll pulls.
-Pulls are not retried blindly: a pull whose answer is lost has still leased its messages to
-this member. They come back after the group's ack timeout as ``attempt + 1`` (on
-exactly-once topics they are never leased to two consumers at once). So the HTTP layer
-retries a pull only when the server certainly did not run it (429, connection refused);
-other failures are reported, and the loop reconnects after a backoff.
+A member the server reports gone (``404 MEMBER_NOT_FOUND``: evicted after a pause longer than
+its session timeout, or lost with a restarted server) is replaced by a fresh join; messages
+received under the old member are dropped, because their leases ended with it and the group
+delivers them again. Pulls are not retried blindly: a pull whose answer is lost has still leased
+its messages to this member; they come back after the ack timeout as ``attempt + 1``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
+import math
 import os
 import socket
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Iterable
 from typing import Any, Callable
 
 import httpx
 
-from queuecore._acks import AckBatcher
+from queuecore._aio import END as _END
+from queuecore._aio import STOPPED as _STOPPED
+from queuecore._aio import call as _call
+from queuecore._aio import next_chunk as _next
+from queuecore._aio import wait_for_event as _wait_for_event
+from queuecore._flow import Holdings
 from queuecore._http import Transport, backoff_s
+from queuecore._membership import MembershipMixin
+from queuecore._settle import Settler
 from queuecore._sse import LineSplitter, SseParser
 from queuecore.errors import (
     AckRejected,
     APIConnectionError,
-    NotFound,
+    LeaseExpired,
     QueueCoreError,
     RateLimited,
     ServerError,
@@ -44,7 +51,7 @@ from queuecore.errors import (
 )
 from queuecore.groups import AsyncConsumerGroups, group_path
 from queuecore.messages import AsyncMessage, GroupSettings, Membership
-from queuecore.models import Duration, duration_wire
+from queuecore.models import Duration, FlowControl, duration_seconds
 
 STREAM_READ_TIMEOUT_S = 45.0  # the server writes at least every 15 s on an idle stream
 JOIN_TIMEOUT_S = 30.0  # how long stop() waits for the message in hand, then for the tasks
@@ -55,25 +62,37 @@ _TRANSIENT = (APIConnectionError, ServerError, RateLimited)
 _NO_STREAM = frozenset({405, 406, 501})
 
 Callback = Callable[..., Any]
-_STOPPED = object()  # what a wait interrupted by stop() gives instead of a result
-_END = object()  # the end of a stream
 
 
-class _Signals:
-    """The consumer's asyncio primitives, made on first use inside the running loop.
+class _Machinery:
+    """The consumer's loop-bound parts, made on first use inside the running loop.
 
-    Python 3.9 binds an ``asyncio.Event`` to the loop current when it is made, so they
-    cannot be made in ``__init__`` (the synchronous client builds consumers on its own loop).
+    Python 3.9 binds asyncio primitives to the loop current when they are made, and the
+    synchronous client builds consumers outside its loop's thread.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, consumer: AsyncConsumer, flow: FlowControl, concurrency: int) -> None:
         self.stopping = asyncio.Event()
         self.idle = asyncio.Event()
         self.idle.set()
+        self.arrived = asyncio.Event()
         self.lock = asyncio.Lock()
+        self.buffer: deque[AsyncMessage] = deque()
+        self.settler = Settler(
+            consumer._transport, consumer._path, consumer._report, consumer._urgent
+        )
+        self.holdings = Holdings(
+            flow.window(concurrency),
+            flow.max_bytes,
+            flow.max_lease_extension_s,
+            self.settler,
+            consumer._report_lost,
+            consumer._narrow,
+            consumer._report,
+        )
 
 
-class AsyncConsumer:
+class AsyncConsumer(MembershipMixin):
     """A member of a consumer group: iterate it with ``async for``, or set handlers and start it."""
 
     def __init__(
@@ -90,18 +109,24 @@ class AsyncConsumer:
         client_id: str | None = None,
         session_timeout: Duration | None = None,
         logger: logging.Logger,
+        flow_control: FlowControl | None = None,
+        concurrency: int = 1,
     ) -> None:
         if not 1 <= batch_size <= MAX_BATCH_SIZE:
             raise ValueError(f"batch_size must be between 1 and {MAX_BATCH_SIZE}")
         if not 0 <= wait_s <= MAX_WAIT_S:
             raise ValueError(f"wait must be between 0 and {MAX_WAIT_S} seconds")
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
         self.topic, self.group = topic, group
         self.batch_size, self.wait_s, self.stream = batch_size, wait_s, stream
         self.client_id = client_id or f"{socket.gethostname()}:{os.getpid()}"
+        self.flow_control = flow_control or FlowControl()
+        self._concurrency = concurrency
         self._settings, self._groups = settings, groups
         self._session_timeout = session_timeout
         self._transport, self._log = transport, logger
-        self._signals: _Signals | None = None
+        self._m: _Machinery | None = None
         self._membership: Membership | None = None
         self._left = False
         self._stop_requested = False
@@ -110,9 +135,11 @@ class AsyncConsumer:
         self._in_hand: AsyncMessage | None = None
         self._iterating: asyncio.Task[Any] | None = None
         self._started = False
+        self._receiving = False
         self._connected = False
         self._failures = 0
-        self._acks = AckBatcher(self.ack_ids)
+        self._fatal: BaseException | None = None
+        self._server_window: int | None = None  # the window the server was last told
         self._handlers: set[asyncio.Future[None]] = set()
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -141,20 +168,26 @@ class AsyncConsumer:
         return self._connected
 
     @property
-    def _sig(self) -> _Signals:
-        if self._signals is None:
-            self._signals = _Signals()
+    def held(self) -> int:
+        """Messages received and not settled yet (buffered, in handlers, in hand)."""
+        return 0 if self._m is None else len(self._m.holdings)
+
+    @property
+    def _mach(self) -> _Machinery:
+        if self._m is None:
+            self._m = _Machinery(self, self.flow_control, self._concurrency)
             if self._stop_requested:
-                self._signals.stopping.set()
-        return self._signals
+                self._m.stopping.set()
+        return self._m
 
     async def join(self) -> Membership:
         """Configure the group when settings were given, join it (once), start heartbeating."""
-        async with self._sig.lock:
+        async with self._mach.lock:
             if self._membership is None:
                 if self._settings.given():
                     await self._configure()
                 self._membership = await self._join_request(None)
+                self._server_window = self._window()
                 self._spawn(self._heartbeat_loop())
             return self._membership
 
@@ -162,8 +195,9 @@ class AsyncConsumer:
         """Call ``callback`` on ``event``: one of :data:`EVENTS`; it may be a coroutine function.
 
         ``message`` gets each :class:`AsyncMessage`, ``error`` each exception the consumer
-        survives (and the one that stops it), ``rebalanced`` the new :class:`Membership`,
-        ``reconnecting`` the number of the attempt; ``connected`` and ``disconnected`` nothing.
+        survives (refused acks included, one per request), and the one that stops it;
+        ``rebalanced`` the new :class:`Membership`, ``reconnecting`` the attempt's number;
+        ``connected`` and ``disconnected`` nothing.
         """
         if event not in self._callbacks:
             raise ValueError(f"unknown event {event!r}; one of {', '.join(EVENTS)}")
@@ -179,10 +213,10 @@ class AsyncConsumer:
         """Add a handler for errors the consumer survives (and for the one that stops it)."""
         return self.on("error", handler)
 
-    async def start(self, concurrency: int = 1) -> None:
+    async def start(self, concurrency: int | None = None) -> None:
         """Join now, then deliver to the ``message`` handler in a background task.
 
-        ``concurrency`` handlers run at once (see :meth:`run`).
+        ``concurrency`` handlers run at once (default: the consumer's; see :meth:`run`).
         """
         handlers = self._callbacks["message"]
         if not handlers:
@@ -190,23 +224,22 @@ class AsyncConsumer:
         if self._started or self._stop_requested:
             raise RuntimeError("this consumer was started already; make a new one")
         self._started = True
-        await self.join()
-        self._spawn(self._run_reporting(handlers[0], concurrency))
+        self._set_concurrency(concurrency)
+        await self._begin()
+        self._spawn(self._run_reporting(handlers[0]))
 
-    async def run(self, handler: Callback, concurrency: int = 1) -> None:
+    async def run(self, handler: Callback, concurrency: int | None = None) -> None:
         """Deliver every message to ``handler`` until :meth:`stop`; a fatal error is raised.
 
         A handler that raises has its message nacked with the exception's text (unless it
-        settled the message itself); one that returns without acking leaves the message to
-        be delivered again after the ack timeout. With ``concurrency`` above 1, up to that
-        many handlers run at once (messages may then finish out of order), and their acks
-        share requests.
+        settled the message itself); one that returns without acking leaves it to be
+        delivered again after the ack timeout. With ``concurrency`` above 1, up to that many
+        handlers run at once (messages may then finish out of order).
         """
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        slots = asyncio.Semaphore(concurrency)
+        self._set_concurrency(concurrency)
+        slots = asyncio.Semaphore(self._concurrency)
         async for message in self:
-            if concurrency == 1:
+            if self._concurrency == 1:
                 await self._dispatch(handler, message)
                 continue
             await slots.acquire()
@@ -218,21 +251,23 @@ class AsyncConsumer:
             await asyncio.wait(set(self._handlers))
 
     async def stop(self, timeout_s: float = JOIN_TIMEOUT_S) -> None:
-        """Let the message in hand be settled, leave the group, and end the tasks.
+        """Let the message in hand be settled, send pending acks, leave the group, end the tasks.
 
-        It waits up to ``timeout_s`` until the message being worked on is acked or nacked,
-        or its handler returns. Leaving hands this member's partitions, and its unsettled
-        messages, to the others at once. A stopped consumer cannot be started again.
+        It waits up to ``timeout_s`` until the message being worked on is acked or nacked, or
+        its handler returns. Leaving hands this member's partitions, and the messages it held
+        unsettled, to the others at once. A stopped consumer cannot be started again.
         """
         self._stop_requested = True
-        self._sig.stopping.set()
+        machinery = self._mach
+        machinery.stopping.set()
         current = asyncio.current_task()
         inside = current in self._tasks or current in self._handlers
         if self._iterating not in (None, current) and not inside:
-            await _wait_for_event(self._sig.idle, timeout_s)
+            await _wait_for_event(machinery.idle, timeout_s)
         handlers = {h for h in self._handlers if h is not current}
         if handlers:
             await asyncio.wait(handlers, timeout=timeout_s)
+        await machinery.settler.close()
         await self._leave()
         others = [t for t in self._tasks if t is not current]
         if others:
@@ -248,72 +283,124 @@ class AsyncConsumer:
         """Messages as they arrive, until :meth:`stop`; fatal errors are raised."""
         if self._stop_requested:
             return
-        await self.join()
+        await self._begin()
         self._iterating = asyncio.current_task()
         try:
-            while not self._sig.stopping.is_set():
-                async for message in self._receive():
-                    if message._member_id == self.member_id and not self._sig.stopping.is_set():
-                        await self._hold(message)
-                        try:
-                            yield message
-                        finally:
-                            self._release()
-                    if self._sig.stopping.is_set():
-                        return
+            while True:
+                message = await self._next()
+                if message is None:
+                    return
+                self._hold(message)
+                try:
+                    yield message
+                finally:
+                    self._release()
         finally:
             self._iterating = None
 
-    async def _hold(self, message: AsyncMessage) -> None:
+    async def _begin(self) -> None:
+        """Join, then receive and keep leases in the background (once)."""
+        await self.join()
+        if not self._receiving:
+            self._receiving = True
+            self._spawn(self._intake())
+            self._spawn(self._mach.holdings.keep(self._mach.stopping))
+
+    async def _next(self) -> AsyncMessage | None:
+        """The next message to hand out (None once stopping); a fatal intake error is raised."""
+        machinery, dropped = self._mach, 0
+        while True:
+            while machinery.buffer and not machinery.stopping.is_set():
+                message = machinery.buffer.popleft()
+                if message._member_id == self.member_id and machinery.holdings.usable(message):
+                    if dropped:
+                        await self._report_lost(dropped, "their leases ended while buffered")
+                    return message
+                machinery.holdings.release(message)
+                dropped += message._member_id == self.member_id
+            if self._fatal is not None:
+                raise self._fatal
+            if machinery.stopping.is_set():
+                return None
+            machinery.arrived.clear()
+            await self._until_stopped(machinery.arrived.wait())
+
+    def _hold(self, message: AsyncMessage) -> None:
         """``message`` is in the caller's hands: ``stop()`` waits until it is settled."""
-        self._sig.idle.clear()
+        self._mach.idle.clear()
         self._in_hand = message
 
     def _release(self) -> None:
         self._in_hand = None
-        self._sig.idle.set()
+        self._mach.idle.set()
 
     def settled(self, message: AsyncMessage) -> None:
         """Record that ``message`` was acked or nacked: ``stop()`` need not wait for it."""
         message._settled = True
-        if self._in_hand is message and self._signals is not None:
-            self._signals.idle.set()
+        if self._m is not None:
+            self._m.holdings.release(message)
+            if self._in_hand is message:
+                self._m.idle.set()
 
-    async def _receive(self) -> AsyncIterator[AsyncMessage]:
-        """One pull's messages, or one stream's until it ends; recovers from what it can."""
-        try:
-            if self.stream:
-                async for message in self._stream_once():
-                    yield message
-            else:
-                for message in await self._pull_once():
-                    yield message
-            self._failures = 0
-        except QueueCoreError as exc:
-            await self._recover(exc)
+    async def _intake(self) -> None:
+        """Receive into the buffer until stopped; a fatal error is kept for the reader."""
+        machinery = self._mach
+        while not machinery.stopping.is_set():
+            try:
+                if self.stream:
+                    await self._stream_once()
+                elif await self._until_stopped(machinery.holdings.room.wait()) is not _STOPPED:
+                    await self._pull_once()
+                self._failures = 0
+            except QueueCoreError as exc:
+                try:
+                    await self._recover(exc)
+                except QueueCoreError as fatal:
+                    self._fatal = fatal
+                    machinery.arrived.set()
+                    return
 
-    async def _pull_once(self) -> list[AsyncMessage]:
+    def _arrive(self, message: AsyncMessage, size: int) -> None:
+        """A delivered message: held (its lease kept from now on) and buffered."""
+        machinery = self._mach
+        machinery.holdings.add(message, size)
+        machinery.buffer.append(message)
+        machinery.arrived.set()
+
+    async def _pull_once(self) -> None:
         member_id = self._current().member_id
-        body = await self._until_stopped(
+        machinery = self._mach
+        body: dict[str, Any] = {
+            "maxMessages": max(1, min(self.batch_size, machinery.holdings.free)),
+            "waitMs": round(self.wait_s * 1000),
+        }
+        if self._server_window != self._window():
+            body["maxInFlight"] = self._window()
+        answer = await self._until_stopped(
             self._transport.request(
                 "POST",
                 group_path(self.topic, self.group, "members", member_id, "pull"),
-                json={"maxMessages": self.batch_size, "waitMs": round(self.wait_s * 1000)},
+                json=body,
                 idempotent=False,
                 timeout_s=self._transport.timeout_s + self.wait_s,
             )
         )
-        if body is _STOPPED:
-            return []  # what it leased comes back to the group when this member leaves
+        if answer is _STOPPED:
+            return  # what it leased comes back to the group when this member leaves
+        self._server_window = self._window()
         await self._set_connected(True)
-        return [AsyncMessage.from_wire(m, self, member_id) for m in body["messages"]]
+        for wire in answer["messages"]:
+            size = len(json.dumps(wire["data"])) + len(wire.get("key") or "")
+            self._arrive(AsyncMessage.from_wire(wire, self, member_id), size)
 
-    async def _stream_once(self) -> AsyncIterator[AsyncMessage]:
+    async def _stream_once(self) -> None:
         member_id = self._current().member_id
         where = group_path(self.topic, self.group, "members", member_id, "stream")
+        window = self._window()
         async with self._transport.stream(
-            "GET", where, read_timeout_s=STREAM_READ_TIMEOUT_S
+            "GET", where, read_timeout_s=STREAM_READ_TIMEOUT_S, params={"maxInFlight": window}
         ) as response:
+            self._server_window = window
             await self._set_connected(True)
             request_id = response.headers.get("x-request-id", "")
             chunks, lines, events = response.aiter_text().__aiter__(), LineSplitter(), SseParser()
@@ -323,28 +410,24 @@ class AsyncConsumer:
                     if chunk is _STOPPED or chunk is _END:
                         return
                     for line in lines.feed(str(chunk)):
-                        delivered = self._from_event(events.feed(line), member_id, request_id)
-                        if delivered is not None:
-                            yield delivered
+                        self._on_event(events.feed(line), member_id, request_id)
             except httpx.TransportError as exc:
                 message = f"the stream broke: {type(exc).__name__}: {exc}"
                 raise APIConnectionError("CONNECTION_ERROR", message, None, request_id) from exc
 
-    def _from_event(
-        self, event: tuple[str, str] | None, member_id: str, request_id: str
-    ) -> AsyncMessage | None:
-        """The message of a ``message`` event; an ``error`` event (the stream's last) raises."""
+    def _on_event(self, event: tuple[str, str] | None, member_id: str, request_id: str) -> None:
+        """A ``message`` event is received; an ``error`` event (the stream's last) raises."""
         if event is None or event[0] not in ("message", "error"):
-            return None
+            return
         kind, data = event
         if kind == "error":
             raise error_from_event(json.loads(data), request_id)
-        return AsyncMessage.from_wire(json.loads(data), self, member_id)
+        self._arrive(AsyncMessage.from_wire(json.loads(data), self, member_id), len(data))
 
     async def _until_stopped(self, work: Awaitable[Any]) -> Any:
         """``work``'s result, or :data:`_STOPPED` (``work`` cancelled) if ``stop()`` comes first."""
         task = asyncio.ensure_future(work)
-        stopping = asyncio.ensure_future(self._sig.stopping.wait())
+        stopping = asyncio.ensure_future(self._mach.stopping.wait())
         try:
             done, _ = await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -355,7 +438,7 @@ class AsyncConsumer:
 
     async def _recover(self, exc: QueueCoreError) -> None:
         """Rejoin when the member is gone, back off on transient errors, raise the rest."""
-        if self._sig.stopping.is_set():
+        if self._mach.stopping.is_set():
             return
         if exc.code == "MEMBER_NOT_FOUND":
             await self._rejoin(lost=self.member_id)
@@ -370,172 +453,109 @@ class AsyncConsumer:
         await self._emit("error", exc)
         self._failures += 1
         await self._emit("reconnecting", self._failures)
-        await _wait_for_event(self._sig.stopping, backoff_s(min(self._failures, 4)))
+        await _wait_for_event(self._mach.stopping, backoff_s(min(self._failures, 4)))
 
     async def _dispatch(self, handler: Callback, message: AsyncMessage) -> None:
+        """Run the handler; a raise nacks the message, a return without settling lets it go."""
         try:
             await _call(handler, message)
+            if not message.settled:
+                self._mach.holdings.release(message)  # no longer kept: back after its lease
         except Exception as exc:
             await self._emit("error", exc)
             if not message.settled:
-                await self._nack_quietly(message, exc)
+                text = f"{type(exc).__name__}: {exc}"[:4096]
+                self.queue_nack(message, text, None, wait=False)
 
-    async def _nack_quietly(self, message: AsyncMessage, exc: Exception) -> None:
-        try:
-            await message.nack(error=f"{type(exc).__name__}: {exc}"[:4096])
-        except QueueCoreError as nack_error:
-            await self._emit("error", nack_error)
-
-    async def _run_reporting(self, handler: Callback, concurrency: int) -> None:
+    async def _run_reporting(self, handler: Callback) -> None:
         """``run`` in the background task: a fatal error is reported and stops the consumer."""
         try:
-            await self.run(handler, concurrency)
+            await self.run(handler)
         except Exception as exc:
             await self._emit("error", exc)
             self._stop_requested = True
-            self._sig.stopping.set()
+            self._mach.stopping.set()
+            await self._mach.settler.close()
             await self._leave()
 
     # --- settling ----------------------------------------------------------------------------
 
+    def queue_ack(self, message: AsyncMessage, wait: bool) -> asyncio.Future[None] | None:
+        """Queue ``message``'s ack; with ``wait``, a future of the server's verdict."""
+        settler, holdings = self._mach.settler, self._mach.holdings
+        stale = holdings.exactly_once and not holdings.usable(message)
+        self.settled(message)
+        if stale:
+            return settler.refuse(message.ack_id, _STALE, wait)
+        return settler.ack(message.ack_id, wait)
+
+    def queue_nack(
+        self, message: AsyncMessage, error: str | None, retry_delay: Duration | None, wait: bool
+    ) -> asyncio.Future[Any] | None:
+        """Queue ``message``'s nack; with ``wait``, a future of whether it was dead-lettered."""
+        settler, holdings = self._mach.settler, self._mach.holdings
+        stale = holdings.exactly_once and not holdings.usable(message)
+        self.settled(message)
+        if stale:
+            return settler.refuse(message.ack_id, _STALE, wait)
+        return settler.nack(message.ack_id, error or "", retry_delay, wait)
+
+    async def extend_message(self, message: AsyncMessage, seconds: Duration) -> bool:
+        """Extend one message's lease ``seconds`` from now; whether it was extended."""
+        whole = max(1, math.ceil(duration_seconds(seconds)))
+        return message.ack_id in await self._mach.holdings.extend([message], whole)
+
     async def ack(self, messages: Iterable[AsyncMessage]) -> list[AsyncMessage]:
-        """Ack many messages in one request; returns those refused (expired or superseded)."""
-        by_id = {m.ack_id: m for m in messages}
-        try:
-            answer = await self.ack_ids(list(by_id))
-        except AckRejected:
-            return list(by_id.values())
-        for ack_id in answer["acked"]:
-            self.settled(by_id[ack_id])
-        return [by_id[r["ackId"]] for r in answer["rejected"]]
-
-    async def ack_one(self, ack_id: str) -> None:
-        """Ack one message, in one request with the acks made meanwhile by other handlers."""
-        await self._acks.ack(ack_id)
-
-    async def ack_ids(self, ack_ids: list[str]) -> dict[str, Any]:
-        """``POST …/ack``: ``{"acked": [...], "rejected": [...]}``; a repeated ack is "acked"."""
-        body = {"ackIds": ack_ids}
-        answer = await self._transport.request(
-            "POST", self._path("ack"), json=body, idempotent=True
+        """Ack many messages, waiting for the verdicts; returns those refused."""
+        chosen = list(messages)
+        verdicts = [self.queue_ack(m, wait=True) for m in chosen]
+        outcomes = await asyncio.gather(
+            *[v for v in verdicts if v is not None], return_exceptions=True
         )
-        return dict(answer)
+        refused = [m for m, outcome in zip(chosen, outcomes) if isinstance(outcome, AckRejected)]
+        failed = [
+            o for o in outcomes if isinstance(o, BaseException) and not isinstance(o, AckRejected)
+        ]
+        if failed:
+            raise failed[0]
+        return refused
 
-    async def nack_id(self, ack_id: str, error: str | None, retry_delay: Duration | None) -> bool:
-        """``POST …/nack``; whether the message went to the dead-letter queue."""
-        body: dict[str, Any] = {"ackId": ack_id, "error": error or ""}
-        if retry_delay is not None:
-            body["retryDelay"] = duration_wire(retry_delay)
-        # Not retried after a lost answer: a repeated nack is refused, its lease having ended.
-        answer = await self._transport.request(
-            "POST", self._path("nack"), json=body, idempotent=False
-        )
-        return bool(answer["deadLettered"])
+    def _urgent(self, queued_acks: int) -> bool:
+        """Whether queued acks hold back delivery: half the window waits for them."""
+        return queued_acks >= max(1, self._mach.holdings.window // 2)
 
-    async def extend_ids(self, ack_ids: list[str], seconds: int) -> list[str]:
-        """``POST …/extend``: the ids whose leases now end ``seconds`` from now."""
-        body = {"ackIds": ack_ids, "seconds": seconds}
-        answer = await self._transport.request(
-            "POST", self._path("extend"), json=body, idempotent=True
-        )
-        return list(answer["extended"])
+    async def _report(self, error: QueueCoreError) -> None:
+        await self._emit("error", error)
 
-    # --- membership --------------------------------------------------------------------------
-
-    async def _configure(self) -> None:
-        settings = self._settings
-        await self._groups.configure(
-            self.topic,
-            self.group,
-            start_from=settings.start_from,  # type: ignore[arg-type]
-            ack_timeout=settings.ack_timeout,
-            max_in_flight=settings.max_in_flight,
-            dead_letter=settings.dead_letter,
-        )
-
-    async def _join_request(self, member_id: str | None) -> Membership:
-        body: dict[str, Any] = {"clientId": self.client_id[:200]}
-        if member_id is not None:
-            body["memberId"] = member_id
-        if self._session_timeout is not None:
-            body["sessionTimeout"] = duration_wire(self._session_timeout)
-        # A rejoin with our id is idempotent; a first join would leave a second member behind.
-        answer = await self._transport.request(
-            "POST", self._path("members"), json=body, idempotent=member_id is not None
-        )
-        return Membership.from_wire(answer)
-
-    async def _rejoin(self, lost: str | None) -> None:
-        """Rejoin with our id (``shouldRejoin``), or as a new member when ``lost`` is gone."""
-        async with self._sig.lock:
-            current = self._membership
-            if self._sig.stopping.is_set() or current is None:
-                return
-            if lost is not None and current.member_id != lost:
-                return  # the other task replaced the lost member already
-            try:
-                fresh = await self._join_request(None if lost else current.member_id)
-            except NotFound as exc:
-                if exc.code != "MEMBER_NOT_FOUND":
-                    raise
-                fresh = await self._join_request(None)
-            self._membership = fresh
-        self._log.info(
-            "queuecore consumer %s/%s rejoined as %s (partitions %s)",
-            self.topic,
-            self.group,
-            fresh.member_id,
-            fresh.assignments,
-        )
-        await self._emit("rebalanced", fresh)
-
-    async def _heartbeat_loop(self) -> None:
-        while not await _wait_for_event(self._sig.stopping, self._current().heartbeat_interval_s):
-            try:
-                await self._heartbeat()
-            except Exception as exc:
-                if not self._sig.stopping.is_set():
-                    await self._emit("error", exc)
-
-    async def _heartbeat(self) -> None:
-        member_id = self._current().member_id
-        try:
-            answer = await self._transport.request(
-                "POST", self._path("members", member_id, "heartbeat"), idempotent=True
-            )
-        except NotFound as exc:
-            if exc.code != "MEMBER_NOT_FOUND":
-                raise
-            await self._rejoin(lost=member_id)
-            return
-        if answer["shouldRejoin"]:
-            await self._rejoin(lost=None)
-
-    async def _leave(self) -> None:
-        membership = self._membership
-        if membership is None or self._left:
-            return
-        self._left = True
-        try:
-            await self._transport.request(
-                "DELETE", self._path("members", membership.member_id), idempotent=True
-            )
-        except NotFound:
-            pass  # evicted already
-        except QueueCoreError as exc:
-            await self._emit("error", exc)  # the server evicts it after its session timeout
-        await self._set_connected(False)
+    async def _report_lost(self, count: int, why: str) -> None:
+        text = f"{count} message(s) dropped, {why}; the group delivers them again"
+        await self._emit("error", LeaseExpired("LEASE_EXPIRED", text, None, ""))
 
     # --- helpers -----------------------------------------------------------------------------
 
-    def _current(self) -> Membership:
-        membership = self._membership
-        if membership is None:
-            raise RuntimeError("the consumer has not joined its group")
-        return membership
+    def _set_concurrency(self, concurrency: int | None) -> None:
+        if concurrency is None:
+            return
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self._concurrency = concurrency
+        if self._m is not None:
+            self._m.holdings.window = self._window()
 
-    def _path(self, *rest: str) -> str:
-        return group_path(self.topic, self.group, *rest)
+    def _window(self) -> int:
+        return self.flow_control.window(self._concurrency)
+
+    def _holdings(self) -> Holdings | None:
+        return None if self._m is None else self._m.holdings
+
+    def _lock(self) -> asyncio.Lock:
+        return self._mach.lock
+
+    def _stopping(self) -> bool:
+        return self._mach.stopping.is_set()
+
+    async def _wait_stopping(self, timeout_s: float) -> bool:
+        return await _wait_for_event(self._mach.stopping, timeout_s)
 
     def _spawn(self, work: Awaitable[None]) -> None:
         self._tasks.append(asyncio.ensure_future(work))
@@ -546,43 +566,18 @@ class AsyncConsumer:
             await self._emit("connected" if connected else "disconnected")
 
     async def _emit(self, event: str, *args: Any) -> None:
-        """Call the event's callbacks; an error without any is logged."""
+        """Call the event's callbacks; an error without any is logged, one line, no traceback."""
         callbacks = list(self._callbacks[event])
         if event == "error" and not callbacks:
-            exc = args[0]
-            self._log.warning(
-                "queuecore consumer %s/%s: %s", self.topic, self.group, exc, exc_info=exc
-            )
+            self._log.warning("queuecore consumer %s/%s: %s", self.topic, self.group, args[0])
         for callback in callbacks:
             try:
                 await _call(callback, *args)
-            except Exception:
-                self._log.exception("queuecore consumer %s callback failed", event)
+            except Exception as exc:
+                self._log.warning("queuecore consumer %s callback failed: %r", event, exc)
 
 
-async def _next(chunks: AsyncIterator[str]) -> Any:
-    """The next chunk, or :data:`_END`."""
-    try:
-        return await chunks.__anext__()
-    except StopAsyncIteration:
-        return _END
-
-
-async def _call(callback: Callback, *args: Any) -> Any:
-    """Call a plain function or a coroutine function alike."""
-    result = callback(*args)
-    if inspect.isawaitable(result):
-        return await result
-    return result
-
-
-async def _wait_for_event(event: asyncio.Event, timeout_s: float) -> bool:
-    """Wait up to ``timeout_s`` for ``event``; whether it is set."""
-    try:
-        await asyncio.wait_for(event.wait(), timeout_s)
-    except asyncio.TimeoutError:
-        return False
-    return True
+_STALE = "its lease had ended before the ack or nack (the message is delivered again)"
 
 
 def _no_stream(exc: QueueCoreError) -> bool:

@@ -61,6 +61,15 @@ class AckRejected(Conflict):
         return list(self.body.get("rejected") or [])
 
 
+class LeaseExpired(QueueCoreError):
+    """Held messages whose leases ended before they were settled (``code`` ``LEASE_EXPIRED``).
+
+    Reported to the consumer's ``error`` callback, never raised by a call: on an exactly-once
+    topic such messages are not handed out and their acks are not sent; the group delivers them
+    again. It means the consumer held them longer than it could keep their leases.
+    """
+
+
 class ValidationError(QueueCoreError):
     """400 / 422: a field is missing or out of range, or a tier quota was exceeded."""
 

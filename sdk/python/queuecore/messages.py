@@ -14,12 +14,19 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Membership:
-    """This consumer's identity in the group, its generation and partitions."""
+    """This consumer's identity in the group, its generation and partitions.
+
+    ``max_in_flight`` is the member's window (the server leases it no more unsettled messages),
+    ``ack_timeout_s`` how long a delivered message stays leased unless extended.
+    """
 
     member_id: str
     generation_id: int
     assignments: tuple[int, ...]
     heartbeat_interval_s: float
+    max_in_flight: int | None = None
+    ack_timeout_s: float = 30.0
+    exactly_once: bool = True
 
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> Membership:
@@ -29,6 +36,9 @@ class Membership:
             body["generationId"],
             tuple(body["assignments"]),
             body["heartbeatIntervalMs"] / 1000,
+            body.get("maxInFlight"),
+            body.get("ackTimeoutMs", 30_000) / 1000,
+            body.get("delivery", "exactly-once") == "exactly-once",
         )
 
 
@@ -66,6 +76,10 @@ class AsyncMessage:
     _settled: bool = field(default=False, repr=False)
     #: ``"base64"`` when ``data`` is the base64 of a non-JSON value a Kafka client produced.
     encoding: str | None = None
+    _size: int = field(default=0, repr=False)  # bytes, for flow control
+    _arrived: float = field(default=0.0, repr=False)  # time.monotonic()
+    _deadline: float = field(default=0.0, repr=False)  # when its lease ends, as far as we know
+    _lost: bool = field(default=False, repr=False)  # its lease ended: never sent an ack
 
     @classmethod
     def from_wire(
@@ -94,16 +108,29 @@ class AsyncMessage:
         return self._settled
 
     async def ack(self) -> None:
-        """Mark the message done; :class:`AckRejected` when its lease expired or was superseded."""
-        await self._consumer.ack_one(self.ack_id)
-        self._consumer.settled(self)
+        """Mark the message done, in the background: the ack goes with the next batch.
+
+        A refusal (its lease ended) goes to the consumer's ``error`` callback; to wait for the
+        verdict (exactly-once work), use :meth:`ack_with_result`.
+        """
+        self._consumer.queue_ack(self, wait=False)
+
+    async def ack_with_result(self) -> None:
+        """Mark the message done and wait for the server's verdict; :class:`AckRejected` when
+        its lease had ended (the message will be, or was, delivered again)."""
+        done = self._consumer.queue_ack(self, wait=True)
+        assert done is not None
+        await done
 
     async def nack(self, error: str | None = None, retry_delay: Duration | None = None) -> bool:
-        """Fail the message: retried after ``retry_delay · 2^(attempt-1)``; True if dead-lettered."""
-        dead = await self._consumer.nack_id(self.ack_id, error, retry_delay)
-        self._consumer.settled(self)
-        return dead
+        """Fail the message: retried after ``retry_delay · 2^(attempt-1)``; True if dead-lettered.
 
-    async def extend(self, seconds: int) -> bool:
-        """Keep the lease ``seconds`` from now; False when it had already ended."""
-        return await self._consumer.extend_ids([self.ack_id], seconds) == [self.ack_id]
+        Sent with the next batch; :class:`AckRejected` when its lease had ended."""
+        done = self._consumer.queue_nack(self, error, retry_delay, wait=True)
+        assert done is not None
+        return bool(await done)
+
+    async def extend(self, seconds: Duration) -> bool:
+        """Keep the lease ``seconds`` from now (whole seconds, rounded up); False when it had
+        ended. Held messages are extended automatically; this is for a longer lease at once."""
+        return await self._consumer.extend_message(self, seconds)

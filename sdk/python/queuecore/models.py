@@ -26,6 +26,10 @@ def parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
 
 
+def _maybe_time(text: str | None) -> datetime | None:
+    return None if text is None else parse_time(text)
+
+
 @dataclass(frozen=True)
 class OutgoingMessage:
     """One message of :meth:`QueueCore.publish_batch` with a key, headers or idempotency key.
@@ -116,6 +120,7 @@ class BatchItem:
     message_id: str
     offset: int
     partition: int
+    timestamp: datetime | None = None  # None from a server that does not send it
 
 
 @dataclass(frozen=True)
@@ -129,7 +134,10 @@ class BatchResult:
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> BatchResult:
         """Build from the API's JSON."""
-        items = [BatchItem(r["messageId"], r["offset"], r["partition"]) for r in body["results"]]
+        items = [
+            BatchItem(r["messageId"], r["offset"], r["partition"], _maybe_time(r.get("timestamp")))
+            for r in body["results"]
+        ]
         return cls(body["count"], body["latency"], items)
 
 
@@ -306,3 +314,77 @@ class DeadLetterPage:
         return cls(
             [DeadLetter.from_wire(m) for m in body["messages"]], body["depth"], body["nextAfter"]
         )
+
+
+@dataclass(frozen=True)
+class PublishBatching:
+    """How :meth:`AsyncQueueCore.publish` calls are sent together.
+
+    A topic's pending messages go in one request once ``max_messages`` (at most the API's 1,000)
+    or ``max_bytes`` of encoded messages are waiting, or ``linger`` seconds after the first.
+    ``max_messages=1`` sends every message on its own.
+    """
+
+    linger: float = 0.005
+    max_messages: int = 1000
+    max_bytes: int = 1_048_576
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.linger <= 1:
+            raise ValueError("linger must be between 0 and 1 second")
+        if not 1 <= self.max_messages <= 1000:
+            raise ValueError("max_messages must be between 1 and 1000")
+        if self.max_bytes < 1:
+            raise ValueError("max_bytes must be positive")
+
+
+@dataclass(frozen=True)
+class FlowControl:
+    """What one consumer holds at most, and how long it keeps a lease.
+
+    ``max_messages`` bounds the messages received and not yet settled (buffered or in
+    handlers); ``None`` is 10 per handler (``concurrency``). The server never leases the
+    consumer more (the member's window). ``max_bytes`` bounds their encoded size. A message's
+    lease is extended while it is held, up to ``max_lease_extension`` seconds after it arrived.
+    """
+
+    max_messages: int | None = None
+    max_bytes: int = 100 * 1024 * 1024
+    max_lease_extension: Duration = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.max_messages is not None and not 1 <= self.max_messages <= 100_000:
+            raise ValueError("max_messages must be between 1 and 100000")
+        if self.max_bytes < 1:
+            raise ValueError("max_bytes must be positive")
+
+    def window(self, concurrency: int) -> int:
+        """Messages held at most with ``concurrency`` handlers."""
+        return self.max_messages or min(PREFETCH_PER_HANDLER * concurrency, 100_000)
+
+    @property
+    def max_lease_extension_s(self) -> float:
+        """``max_lease_extension`` in seconds."""
+        return duration_seconds(self.max_lease_extension)
+
+
+PREFETCH_PER_HANDLER = 10  # messages held per handler when FlowControl.max_messages is None
+
+
+def duration_seconds(value: Duration) -> float:
+    """A duration in seconds: a number as is, a ``timedelta``, or ``"500ms"``/``"30s"``/``"5m"``/``"1h"``."""
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        for suffix, scale in (
+            ("ms", 0.001),
+            ("s", 1.0),
+            ("m", 60.0),
+            ("h", 3600.0),
+            ("d", 86400.0),
+        ):
+            if value.endswith(suffix) and value[: -len(suffix)].replace(".", "", 1).isdigit():
+                return float(value[: -len(suffix)]) * scale
+    raise ValueError(f"not a duration: {value!r}")

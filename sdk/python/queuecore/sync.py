@@ -13,6 +13,7 @@ import builtins
 import logging
 import threading
 from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping
+from concurrent.futures import Future
 from datetime import datetime
 from typing import Any, Callable, Literal, TypeVar, overload
 
@@ -34,10 +35,12 @@ from queuecore.models import (
     DeadLetter,
     DeadLetterPage,
     Duration,
+    FlowControl,
     Group,
     GroupSummary,
     OutgoingMessage,
     PartitionOffset,
+    PublishBatching,
     PublishResult,
     Topic,
 )
@@ -60,9 +63,13 @@ class _LoopThread:
 
     def run(self, work: Awaitable[T]) -> T:
         """Run ``work`` on the loop and wait for its result (or its exception)."""
+        return self.submit(work).result()
+
+    def submit(self, work: Awaitable[T]) -> Future[T]:
+        """Run ``work`` on the loop; a future of its result."""
         if threading.current_thread() is self.thread:
             raise RuntimeError("a synchronous QueueCore call was made from its own callback")
-        return asyncio.run_coroutine_threadsafe(_awaited(work), self.loop).result()
+        return asyncio.run_coroutine_threadsafe(_awaited(work), self.loop)
 
     def close(self) -> None:
         """Stop the loop and its thread."""
@@ -103,14 +110,19 @@ class Message:
         return self._inner.timestamp
 
     def ack(self) -> None:
-        """Mark the message done; :class:`AckRejected` when its lease expired or was superseded."""
+        """Mark the message done, in the background (no round trip of its own); a refusal goes
+        to the consumer's ``error`` callback. :meth:`ack_with_result` waits for the verdict."""
         self._loop.run(self._inner.ack())
+
+    def ack_with_result(self) -> None:
+        """Ack and wait for the verdict; :class:`AckRejected` when its lease had ended."""
+        self._loop.run(self._inner.ack_with_result())
 
     def nack(self, error: str | None = None, retry_delay: Duration | None = None) -> bool:
         """Fail the message: retried after ``retry_delay · 2^(attempt-1)``; True if dead-lettered."""
         return self._loop.run(self._inner.nack(error, retry_delay))
 
-    def extend(self, seconds: int) -> bool:
+    def extend(self, seconds: Duration) -> bool:
         """Keep the lease ``seconds`` from now; False when it had already ended."""
         return self._loop.run(self._inner.extend(seconds))
 
@@ -163,13 +175,18 @@ class Consumer:
         self._inner.on_error(handler)
         return handler
 
-    def start(self, concurrency: int = 1) -> None:
+    def start(self, concurrency: int | None = None) -> None:
         """Join now, then deliver to the ``on_message`` handler, in ``concurrency`` threads."""
         self._loop.run(self._inner.start(concurrency))
 
-    def run(self, handler: Callable[[Message], object], concurrency: int = 1) -> None:
+    def run(self, handler: Callable[[Message], object], concurrency: int | None = None) -> None:
         """Deliver every message to ``handler`` until :meth:`stop`; a fatal error is raised."""
         self._loop.run(self._inner.run(self._threaded(handler), concurrency))
+
+    @property
+    def held(self) -> int:
+        """Messages received and not settled yet (buffered, in handlers, in hand)."""
+        return self._inner.held
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Let the message in hand be settled, leave the group, and end the background work."""
@@ -195,7 +212,7 @@ class Consumer:
             self._close_iteration(iteration)
 
     def ack(self, messages: Iterable[Message]) -> list[Message]:
-        """Ack many messages in one request; returns those refused (expired or superseded)."""
+        """Ack many messages and wait for the verdicts; returns those refused."""
         by_inner = {id(m._inner): m for m in messages}
         refused = self._loop.run(self._inner.ack([m._inner for m in by_inner.values()]))
         return [by_inner[id(m)] for m in refused]
@@ -386,6 +403,7 @@ class QueueCore:
         max_retries: int = DEFAULT_MAX_RETRIES,
         logger: logging.Logger | None = None,
         idempotent_publish: bool = True,
+        publish_batching: PublishBatching | None = None,
     ) -> None:
         self._async = AsyncQueueCore(
             api_key,
@@ -394,6 +412,7 @@ class QueueCore:
             max_retries=max_retries,
             logger=logger,
             idempotent_publish=idempotent_publish,
+            publish_batching=publish_batching,
         )
         self._loop = _LoopThread()
         self.topics = Topics(self._async.topics, self._loop)
@@ -438,11 +457,29 @@ class QueueCore:
         headers: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
     ) -> PublishResult:
-        """Publish one message (any JSON value); answered once it is durable."""
+        """Publish one message (any JSON value); answered once it is durable.
+
+        Calls made meanwhile from other threads go in the same batch request."""
+        return self.publish_nowait(
+            topic, data, key=key, headers=headers, idempotency_key=idempotency_key
+        ).result()
+
+    def publish_nowait(
+        self,
+        topic: str,
+        data: Any,
+        *,
+        key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Future[PublishResult]:
+        """Publish without waiting: a future of the :class:`PublishResult` (or of the error).
+
+        Messages published this way from one thread are batched together too."""
         sent = self._async.publish(
             topic, data, key=key, headers=headers, idempotency_key=idempotency_key
         )
-        return self._loop.run(sent)
+        return self._loop.submit(sent)
 
     def find_published(self, topic: str, idempotency_key: str) -> PublishResult:
         """Where the message published with ``idempotency_key`` is stored (or :class:`NotFound`)."""
@@ -467,6 +504,8 @@ class QueueCore:
         wait: float = 10.0,
         stream: bool = True,
         client_id: str | None = None,
+        concurrency: int = 1,
+        flow_control: FlowControl | None = None,
     ) -> Consumer:
         """A consumer in ``group``; the options are :meth:`AsyncQueueCore.consume`'s."""
         inner = self._async.consume(
@@ -481,5 +520,7 @@ class QueueCore:
             wait=wait,
             stream=stream,
             client_id=client_id,
+            concurrency=concurrency,
+            flow_control=flow_control,
         )
         return Consumer(inner, self._loop)

@@ -2,9 +2,11 @@
 
 import { randomUUID } from 'node:crypto';
 import { Consumer, type ConsumeOptions } from './consumer.js';
+import { QueueCoreError } from './errors.js';
 import { type Logger, Transport } from './http.js';
-import type { BatchResult, OutgoingMessage, PublishOptions, PublishResult } from './models.js';
+import type { BatchResult, OutgoingMessage, PublishBatching, PublishOptions, PublishResult } from './models.js';
 import { messageIdOf } from './models.js';
+import { Publisher } from './publisher.js';
 import { ConsumerGroups, DeadLetters, Offsets, Topics, defined, path } from './resources.js';
 
 export const VERSION = '0.1.0';
@@ -23,12 +25,38 @@ export interface QueueCoreOptions {
   timeout?: number;
   /** Retries of one call where a retry is safe (default 3). */
   maxRetries?: number;
-  /** Receives retries, rejoins and consumer errors nobody listens to; `console` fits. */
+  /**
+   * Where the SDK writes what it does, one line per event; `console` fits. By default warnings
+   * (consumer errors nobody listens to) go to `console.warn` and nothing else is written.
+   */
   logger?: Logger;
-  /** Accepted as in the guide's examples; a self-hosted QueueCore is where `baseUrl` says. */
+  /**
+   * Fills the `{region}` placeholder of the base URL (`baseUrl` or `QUEUECORE_URL`), e.g.
+   * `https://{region}.queuecore.example.com`; a base URL without it cannot take a region.
+   */
   region?: string;
   /** Give every published message an idempotency key when none is given (default true). */
   idempotentPublish?: boolean;
+  /** How concurrent `publish` calls share requests (linger 5 ms, 1000 messages, 1 MiB). */
+  publishBatching?: PublishBatching;
+}
+
+/** The default logger: warnings and errors to the console, one line each; nothing else. */
+export const DEFAULT_LOGGER: Logger = {
+  warn: (message) => console.warn(message),
+  error: (message) => console.error(message),
+};
+
+/** The base URL with its `{region}` placeholder filled; an error when they do not fit together. */
+export function regionalUrl(base: string, region: string | undefined): string {
+  const placeholder = base.includes('{region}');
+  if (region === undefined) {
+    if (placeholder) throw new Error(`the base URL ${base} has a {region} placeholder: pass region`);
+    return base;
+  }
+  if (!/^[a-z0-9-]+$/.test(region)) throw new Error(`region must be lowercase letters, digits and '-', not ${JSON.stringify(region)}`);
+  if (!placeholder) throw new Error(`region ${region} given, but the base URL ${base} has no {region} placeholder to fill`);
+  return base.replaceAll('{region}', region);
 }
 
 /** A fresh idempotency key for one message: `sdk_` + 32 hex characters. */
@@ -45,24 +73,33 @@ export class QueueCore {
   readonly dlq: DeadLetters;
   private readonly transport: Transport;
   private readonly idempotentPublish: boolean;
+  private readonly publisher: Publisher;
 
   constructor(options: QueueCoreOptions = {}) {
     const apiKey = options.apiKey ?? process.env.QUEUECORE_API_KEY;
     if (!apiKey) throw new Error('no API key: pass apiKey or set QUEUECORE_API_KEY');
-    this.baseUrl = options.baseUrl ?? process.env.QUEUECORE_URL ?? DEFAULT_BASE_URL;
+    this.baseUrl = regionalUrl(options.baseUrl ?? process.env.QUEUECORE_URL ?? DEFAULT_BASE_URL, options.region);
     this.idempotentPublish = options.idempotentPublish ?? true;
     this.transport = new Transport({
       apiKey,
       baseUrl: this.baseUrl,
       timeoutMs: options.timeout ?? DEFAULT_TIMEOUT_MS,
       maxRetries: options.maxRetries ?? DEFAULT_MAX_RETRIES,
-      logger: options.logger ?? {},
+      logger: options.logger ?? DEFAULT_LOGGER,
       userAgent: `queuecore-sdk-typescript/${VERSION} node/${process.versions.node}`,
     });
     this.topics = new Topics(this.transport);
     this.offsets = new Offsets(this.transport);
     this.consumerGroups = new ConsumerGroups(this.transport, this.offsets);
     this.dlq = new DeadLetters(this.transport);
+    this.publisher = new Publisher(this.transport, options.publishBatching ?? {}, (topic, key, unknown) =>
+      this.resolveUnknown(topic, key, unknown),
+    );
+  }
+
+  /** Send the publishes waiting for their batch and wait for them (call before exiting). */
+  async close(): Promise<void> {
+    await this.publisher.flush();
   }
 
   /** `GET /healthz`: the API process answers. */
@@ -75,21 +112,40 @@ export class QueueCore {
     return this.transport.request('GET', '/readyz', { idempotent: true });
   }
 
-  /** Publish one message (any JSON value); resolves once it is durable. */
-  async publish(topic: string, data: unknown, options: PublishOptions = {}): Promise<PublishResult> {
+  /**
+   * Publish one message (any JSON value); resolves once it is durable. Calls made meanwhile go in
+   * the same batch request (`publishBatching`); each gets its own result or its own error.
+   */
+  publish(topic: string, data: unknown, options: PublishOptions = {}): Promise<PublishResult> {
     const message = this.outgoing({ data, ...options });
-    const answer = await this.transport.request<Record<string, unknown>>('POST', path('topics', topic, 'messages'), {
-      json: message,
-      idempotent: message.idempotencyKey !== undefined,
-    });
+    return this.publisher.publish(topic, message);
+  }
+
+  /** Where the message published with `idempotencyKey` is stored; NotFoundError when it is not. */
+  async findPublished(topic: string, idempotencyKey: string): Promise<PublishResult> {
+    const stored = await this.transport.request<Record<string, unknown>>(
+      'GET',
+      path('topics', topic, 'messages', 'by-idempotency-key', idempotencyKey),
+      { idempotent: true },
+    );
     return {
-      messageId: messageIdOf(answer),
-      offset: answer.offset as number,
-      partition: answer.partition as number,
-      timestamp: answer.timestamp as string,
-      latency: answer.latency as number,
-      idempotencyKey: message.idempotencyKey ?? null,
+      messageId: messageIdOf(stored),
+      offset: stored.offset as number,
+      partition: stored.partition as number,
+      timestamp: stored.timestamp as string,
+      latency: 0,
+      idempotencyKey,
     };
+  }
+
+  /** An unknown publish outcome settled by its key: where it was stored, or the error. */
+  private async resolveUnknown(topic: string, key: string | null, unknown: QueueCoreError): Promise<PublishResult> {
+    if (key === null) throw unknown;
+    try {
+      return await this.findPublished(topic, key);
+    } catch {
+      throw unknown;
+    }
   }
 
   /**
@@ -109,6 +165,7 @@ export class QueueCore {
       messageId: messageIdOf(r),
       offset: r.offset as number,
       partition: r.partition as number,
+      timestamp: r.timestamp as string,
     }));
     return { count: answer.count, latency: answer.latency, results };
   }
@@ -118,14 +175,22 @@ export class QueueCore {
     return new Outgoing(message);
   }
 
-  /** A consumer in `options.group`; it configures the group and joins on `start()`. */
-  consume(topic: string, options: ConsumeOptions): Consumer {
+  /**
+   * A consumer in `group`; it configures the group and joins on `start()`. The guide's form,
+   * `consume(topic, { group, ... })`, is the same call.
+   */
+  consume(topic: string, group: string, options?: ConsumeOptions): Consumer;
+  consume(topic: string, options: ConsumeOptions & { group: string }): Consumer;
+  consume(topic: string, groupOrOptions: string | (ConsumeOptions & { group: string }), more: ConsumeOptions = {}): Consumer {
+    const options = typeof groupOrOptions === 'string' ? { ...more, group: groupOrOptions } : groupOrOptions;
+    const group = options.group;
+    if (typeof group !== 'string' || group === '') throw new TypeError('consume needs a group');
     const { startFrom, ackTimeout, maxInFlight, deadLetter } = options;
     const settings = defined({ startFrom, ackTimeout, maxInFlight, deadLetter });
     const configure = async (): Promise<void> => {
-      if (Object.keys(settings).length > 0) await this.consumerGroups.configure(topic, options.group, settings);
+      if (Object.keys(settings).length > 0) await this.consumerGroups.configure(topic, group, settings);
     };
-    return new Consumer(this.transport, topic, options, { configure });
+    return new Consumer(this.transport, topic, group, options, { configure });
   }
 
   private outgoing(message: OutgoingMessage): OutgoingMessage {

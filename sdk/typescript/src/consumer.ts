@@ -1,46 +1,62 @@
 /**
- * Consuming in a group: membership, heartbeats, SSE push (long-poll pull as the fallback),
- * ack / nack / extend, and a graceful stop that leaves the group.
+ * Consuming in a group: membership, flow control, leases kept, settling in the background.
  *
- * A consumer joins on `start()` and heartbeats every `heartbeatIntervalMs`; told `shouldRejoin`
- * (a new generation) it rejoins with its member id and emits `rebalanced`. A member the server
- * reports gone (`404 MEMBER_NOT_FOUND`: evicted after a pause longer than its session timeout)
- * is replaced by a fresh join; messages received under the old member are dropped, because
- * their leases ended with it and the group delivers them again. After an outage the consumer
- * heartbeats before it reconnects, so a member the server evicted meanwhile rejoins at once.
+ * A consumer joins on `start()` with its window: the most messages it holds at once
+ * (`flowControl.maxMessages`, by default 10 per listener slot, `concurrency`). The server leases
+ * the member no more than that, so a slow consumer is never handed a backlog it cannot work
+ * through in time. Messages arrive over Server-Sent Events (long-poll pulls, asking only for what
+ * fits, when the server offers no stream or with `mode: 'pull'`) into a buffer the listeners take
+ * from. While a message is held its lease is extended before it expires (`flow.ts`); acks, nacks
+ * and extensions are batched (`settle.ts`).
  *
- * A pull or a stream is never retried blindly: a delivery whose answer is lost has still leased
- * its messages to this member. They come back after the group's ack timeout as `attempt + 1`.
+ * Told `shouldRejoin` (a new generation) it rejoins with its member id and emits `rebalanced`. A
+ * member the server reports gone (`404 MEMBER_NOT_FOUND`) is replaced by a fresh join; messages
+ * received under the old member are dropped, because their leases ended with it. A pull or a
+ * stream is never retried blindly: a delivery whose answer is lost has still leased its messages
+ * to this member; they come back after the group's ack timeout as `attempt + 1`.
  */
 
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import {
-  AckRejectedError,
   ConnectionError,
+  LeaseExpiredError,
   NotFoundError,
   QueueCoreError,
   RateLimitedError,
   ServerError,
   errorFromEvent,
 } from './errors.js';
+import { Holdings } from './flow.js';
 import { type Transport, backoffMs, sleep } from './http.js';
-import { type DeadLetterPolicy, type Duration, type Membership, type StartFrom, durationWire, messageIdOf } from './models.js';
+import { Message, type Settling, type WireMessage } from './message.js';
+import {
+  type DeadLetterPolicy,
+  type Duration,
+  type FlowControl,
+  type Membership,
+  PREFETCH_PER_HANDLER,
+  type StartFrom,
+  durationWire,
+} from './models.js';
 import { groupPath } from './resources.js';
+import { Settler } from './settle.js';
 import { SseParser } from './sse.js';
+
+export { Message } from './message.js';
 
 export const STREAM_READ_TIMEOUT_MS = 45_000; // the server writes at least every 15 s on an idle stream
 export const STOP_TIMEOUT_MS = 30_000; // how long stop() waits for running handlers
 const MAX_BATCH_SIZE = 1000;
 const MAX_WAIT_MS = 30_000;
-const ACK_BATCH = 100;
 const MEMBER_GONE = 'MEMBER_NOT_FOUND';
 const QUEUECORE_404 = new Set([MEMBER_GONE, 'GROUP_NOT_FOUND', 'TOPIC_NOT_FOUND']);
+const STALE = 'its lease had ended before the ack or nack (the message is delivered again)';
 
-/** `pq.consume(topic, options)`. */
+/** `pq.consume(topic, group, options)`. */
 export interface ConsumeOptions {
-  /** The consumer group to join. */
-  group: string;
+  /** The consumer group to join (or give it as `consume`'s second argument). */
+  group?: string;
   /** Group settings applied before joining (admin scope); those not given are kept. */
   startFrom?: StartFrom;
   ackTimeout?: Duration;
@@ -50,12 +66,14 @@ export interface ConsumeOptions {
   sessionTimeout?: Duration;
   /** `'stream'` (the default): Server-Sent Events, falling back to `'pull'` (long-poll) when unavailable. */
   mode?: 'stream' | 'pull';
-  /** Messages per pull (pull mode). */
+  /** Messages per pull at most (pull mode). */
   batchSize?: number;
   /** How long a pull waits for a message, in ms (pull mode). */
   waitMs?: number;
-  /** Handlers run at once (1: one message at a time, in order). */
+  /** Listeners run at once (1: one message at a time, in order). */
   concurrency?: number;
+  /** What the consumer holds at most, and how long it keeps a lease. */
+  flowControl?: FlowControl;
   /** How this member is named in `describe` (default `hostname:pid`). */
   clientId?: string;
 }
@@ -79,101 +97,13 @@ export interface ConsumerEvents {
   stopped: [];
 }
 
-interface WireMessage {
-  id?: string;
-  messageId?: string;
-  topic: string;
-  partition: number;
-  offset: number;
-  data: unknown;
-  key: string | null;
-  headers: Record<string, string>;
-  timestamp: string;
-  attempt: number;
-  ackId: string;
-  encoding?: string;
-}
-
-/** A message leased to this consumer: settle it with `ack()` or `nack()`. */
-export class Message<T = unknown> {
-  readonly id: string;
-  readonly topic: string;
-  readonly partition: number;
-  readonly offset: number;
-  readonly data: T;
-  readonly key: string | null;
-  readonly headers: Record<string, string>;
-  readonly timestamp: string;
-  /** 1 on first delivery, then one more per redelivery. */
-  readonly attempt: number;
-  readonly ackId: string;
-  /** `"base64"` when `data` is the base64 of a non-JSON value a Kafka client produced; else null. */
-  readonly encoding: string | null;
-  /** The member this message was leased to. */
-  readonly memberId: string;
-  private done = false;
-
-  constructor(
-    wire: WireMessage,
-    memberId: string,
-    private readonly consumer: Consumer,
-  ) {
-    this.id = messageIdOf(wire as unknown as Record<string, unknown>);
-    this.topic = wire.topic;
-    this.partition = wire.partition;
-    this.offset = wire.offset;
-    this.data = wire.data as T;
-    this.key = wire.key ?? null;
-    this.headers = wire.headers ?? {};
-    this.timestamp = wire.timestamp;
-    this.attempt = wire.attempt;
-    this.ackId = wire.ackId;
-    this.encoding = wire.encoding ?? null;
-    this.memberId = memberId;
-  }
-
-  /** The same as `id`. */
-  get messageId(): string {
-    return this.id;
-  }
-
-  /** Whether it was acked or nacked through this object. */
-  get settled(): boolean {
-    return this.done;
-  }
-
-  /** Mark the message done; AckRejectedError when its lease expired or was superseded. */
-  async ack(): Promise<void> {
-    await this.consumer.ackId(this.ackId);
-    this.done = true;
-  }
-
-  /** Fail it: retried after `retryDelay · 2^(attempt-1)`; resolves true when it was dead-lettered. */
-  async nack(error?: string, options: { retryDelay?: Duration } = {}): Promise<boolean> {
-    const dead = await this.consumer.nackId(this.ackId, error, options.retryDelay);
-    this.done = true;
-    return dead;
-  }
-
-  /** Keep the lease `seconds` from now; false when it had already ended. */
-  async extend(seconds = 30): Promise<boolean> {
-    const extended = await this.consumer.extendIds([this.ackId], seconds);
-    return extended.includes(this.ackId);
-  }
-}
-
 /** Hooks the client gives a consumer (to configure its group before joining). */
 export interface ConsumerHooks {
   configure(): Promise<void>;
 }
 
-interface PendingAck {
-  resolve: () => void;
-  reject: (error: Error) => void;
-}
-
 /** A member of a consumer group: `on('message', …)`, then `await start()`; `await stop()` to leave. */
-export class Consumer extends EventEmitter {
+export class Consumer extends EventEmitter implements Settling {
   readonly topic: string;
   readonly group: string;
   readonly clientId: string;
@@ -181,29 +111,33 @@ export class Consumer extends EventEmitter {
   private readonly batchSize: number;
   private readonly waitMs: number;
   private readonly concurrency: number;
+  private readonly window: number;
   private membership: Membership | null = null;
   private state: 'new' | 'running' | 'stopping' | 'stopped' = 'new';
   private readonly stopping = new AbortController();
   private streamAbort: AbortController | null = null;
-  private loop: Promise<void> | null = null;
-  private heartbeats: Promise<void> | null = null;
+  private tasks: Promise<void>[] = [];
   private joining: Promise<void> | null = null;
   private stopped: Promise<void> | null = null;
   private connected = false;
   private failures = 0;
+  private serverWindow: number | null = null;
   private readonly running = new Set<Promise<void>>();
-  private acks = new Map<string, PendingAck[]>();
-  private ackFlush: Promise<void> | null = null;
+  private readonly buffer: Message[] = [];
+  private wakeDispatch: (() => void) | null = null;
+  private readonly settler: Settler;
+  private readonly holdings: Holdings;
 
   constructor(
     private readonly transport: Transport,
     topic: string,
+    group: string,
     private readonly options: ConsumeOptions,
     private readonly hooks: ConsumerHooks,
   ) {
     super();
     this.topic = topic;
-    this.group = options.group;
+    this.group = group;
     this.mode = options.mode ?? 'stream';
     this.batchSize = options.batchSize ?? 10;
     this.waitMs = options.waitMs ?? 10_000;
@@ -212,6 +146,23 @@ export class Consumer extends EventEmitter {
     if (!(this.batchSize >= 1 && this.batchSize <= MAX_BATCH_SIZE)) throw new RangeError(`batchSize must be 1 to ${MAX_BATCH_SIZE}`);
     if (!(this.waitMs >= 0 && this.waitMs <= MAX_WAIT_MS)) throw new RangeError(`waitMs must be 0 to ${MAX_WAIT_MS}`);
     if (!(this.concurrency >= 1)) throw new RangeError('concurrency must be at least 1');
+    const flow = options.flowControl ?? {};
+    this.window = flow.maxMessages ?? Math.min(PREFETCH_PER_HANDLER * this.concurrency, 100_000);
+    if (!(this.window >= 1 && this.window <= 100_000)) throw new RangeError('flowControl.maxMessages must be 1 to 100000');
+    this.settler = new Settler(
+      transport,
+      (what) => this.path(what),
+      (error) => this.report(error),
+      (queued) => queued >= Math.max(1, Math.floor(this.holdings.window / 2)),
+    );
+    this.holdings = new Holdings(
+      this.window,
+      flow.maxBytes ?? 100 * 1024 * 1024,
+      flow.maxLeaseExtension ?? 3_600_000,
+      this.settler,
+      (count, why) => this.reportLost(count, why),
+      (window) => void this.narrow(window),
+    );
   }
 
   override on<E extends keyof ConsumerEvents>(event: E, listener: (...args: ConsumerEvents[E]) => unknown): this;
@@ -239,6 +190,11 @@ export class Consumer extends EventEmitter {
     return this.mode;
   }
 
+  /** Messages received and not settled yet (buffered or in listeners). */
+  get held(): number {
+    return this.holdings.size;
+  }
+
   /** Configure the group (when settings were given), join it, and start delivering to `message` listeners. */
   async start(): Promise<void> {
     if (this.listenerCount('message') === 0) throw new Error("add a 'message' listener before start()");
@@ -246,13 +202,13 @@ export class Consumer extends EventEmitter {
     this.state = 'running';
     try {
       await this.hooks.configure();
-      this.membership = await this.joinRequest(null);
+      this.membership = this.joined(await this.joinRequest(null));
+      this.serverWindow = this.window;
     } catch (error) {
       this.state = 'stopped';
       throw error;
     }
-    this.heartbeats = this.heartbeatLoop();
-    this.loop = this.deliveryLoop();
+    this.tasks = [this.heartbeatLoop(), this.intakeLoop(), this.dispatchLoop(), this.keeperLoop()];
   }
 
   /**
@@ -268,12 +224,13 @@ export class Consumer extends EventEmitter {
     const started = this.state === 'running';
     this.state = 'stopping';
     this.stopping.abort();
+    this.wakeDispatch?.();
     if (started) {
       const waited = new AbortController();
       await Promise.race([Promise.allSettled([...this.running]), sleep(timeoutMs, waited.signal)]);
       waited.abort();
-      await this.ackFlush;
-      await Promise.allSettled([this.loop, this.heartbeats]);
+      await this.settler.close().catch((error) => this.report(error));
+      await Promise.allSettled(this.tasks);
       await this.leave();
     }
     this.state = 'stopped';
@@ -282,7 +239,7 @@ export class Consumer extends EventEmitter {
 
   // --- delivery ---------------------------------------------------------------------------
 
-  private async deliveryLoop(): Promise<void> {
+  private async intakeLoop(): Promise<void> {
     while (!this.stopping.signal.aborted) {
       try {
         if (this.failures > 0) await this.heartbeat(); // after an outage: still a member? rejoin if not
@@ -300,20 +257,29 @@ export class Consumer extends EventEmitter {
     }
   }
 
+  private arrive(message: Message, size: number): void {
+    this.holdings.add(message, size);
+    this.buffer.push(message);
+    this.wakeDispatch?.();
+  }
+
   private async pullOnce(): Promise<void> {
+    await Promise.race([this.holdings.room(), sleep(MAX_WAIT_MS, this.stopping.signal)]);
+    if (this.stopping.signal.aborted || this.holdings.free === 0) return;
     const membership = this.current();
-    const body = await this.transport.request<{ messages: WireMessage[] }>(
-      'POST',
-      this.path('members', membership.memberId, 'pull'),
-      {
-        json: { maxMessages: this.batchSize, waitMs: this.waitMs },
-        idempotent: false,
-        timeoutMs: this.transport.timeoutMs + this.waitMs,
-        signal: this.stopping.signal,
-      },
-    );
+    const body: Record<string, unknown> = { maxMessages: Math.max(1, Math.min(this.batchSize, this.holdings.free)), waitMs: this.waitMs };
+    if (this.serverWindow !== this.window) body.maxInFlight = this.window;
+    const answer = await this.transport.request<{ messages: WireMessage[] }>('POST', this.path('members', membership.memberId, 'pull'), {
+      json: body,
+      idempotent: false,
+      timeoutMs: this.transport.timeoutMs + this.waitMs,
+      signal: this.stopping.signal,
+    });
+    this.serverWindow = this.window;
     this.markConnected();
-    for (const wire of body.messages) await this.dispatch(new Message(wire, membership.memberId, this));
+    for (const wire of answer.messages) {
+      this.arrive(new Message(wire, membership.memberId, this), JSON.stringify(wire.data).length + (wire.key?.length ?? 0));
+    }
   }
 
   private async streamOnce(): Promise<void> {
@@ -325,6 +291,7 @@ export class Consumer extends EventEmitter {
     try {
       const response = await this.openStream(membership.memberId, abort.signal);
       if (response === null) return;
+      this.serverWindow = this.window;
       this.markConnected();
       await this.readStream(response, membership.memberId, abort);
     } finally {
@@ -337,7 +304,7 @@ export class Consumer extends EventEmitter {
   /** The opened stream, or null after switching to pull because the server offers none. */
   private async openStream(memberId: string, signal: AbortSignal): Promise<Response | null> {
     try {
-      const response = await this.transport.stream(this.path('members', memberId, 'stream'), signal);
+      const response = await this.transport.stream(this.path('members', memberId, 'stream'), signal, { maxInFlight: this.window });
       if ((response.headers.get('content-type') ?? '').startsWith('text/event-stream')) return response;
       await response.body?.cancel();
     } catch (error) {
@@ -365,7 +332,7 @@ export class Consumer extends EventEmitter {
         idle = setTimeout(() => abort.abort(), STREAM_READ_TIMEOUT_MS);
         for (const event of parser.feed(decoder.decode(value, { stream: true }))) {
           if (event.event === 'error') throw errorFromEvent(JSON.parse(event.data), requestId);
-          if (event.event === 'message') await this.dispatch(new Message(JSON.parse(event.data), memberId, this));
+          if (event.event === 'message') this.arrive(new Message(JSON.parse(event.data), memberId, this), event.data.length);
         }
       }
     } catch (error) {
@@ -381,30 +348,54 @@ export class Consumer extends EventEmitter {
     }
   }
 
-  /** Run the listeners for `message` (at most `concurrency` at once); drops a lost member's messages. */
-  private async dispatch(message: Message): Promise<void> {
-    while (this.running.size >= this.concurrency) await Promise.race(this.running);
-    if (this.stopping.signal.aborted || message.memberId !== this.memberId) return;
-    const task = this.handle(message).finally(() => this.running.delete(task));
-    this.running.add(task);
-    if (this.concurrency === 1) await task;
-  }
-
-  private async handle(message: Message): Promise<void> {
-    try {
-      for (const listener of this.listeners('message')) await listener(message);
-    } catch (error) {
-      this.report(error);
-      if (!message.settled) await this.nackQuietly(message, error);
+  /** Hand buffered messages to the listeners, at most `concurrency` at once, in order. */
+  private async dispatchLoop(): Promise<void> {
+    let dropped = 0;
+    while (!this.stopping.signal.aborted) {
+      const message = this.buffer.shift();
+      if (message === undefined) {
+        if (dropped > 0) this.reportLost(dropped, 'their leases ended while buffered');
+        dropped = 0;
+        await new Promise<void>((resolve) => (this.wakeDispatch = resolve));
+        this.wakeDispatch = null;
+        continue;
+      }
+      if (message.memberId !== this.memberId || !this.holdings.usable(message)) {
+        this.holdings.release(message);
+        if (message.memberId === this.memberId) dropped += 1;
+        continue;
+      }
+      while (this.running.size >= this.concurrency) await Promise.race(this.running);
+      if (this.stopping.signal.aborted) return;
+      const task = this.handle(message).finally(() => this.running.delete(task));
+      this.running.add(task);
+      if (this.concurrency === 1) await task;
     }
   }
 
-  private async nackQuietly(message: Message, error: unknown): Promise<void> {
-    const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  /** Run the listeners; a throw nacks the message, a return without settling lets it go. */
+  private async handle(message: Message): Promise<void> {
     try {
-      await message.nack(text.slice(0, 4096));
-    } catch (nackError) {
-      this.report(nackError);
+      for (const listener of this.listeners('message')) await listener(message);
+      if (!message.settled) this.holdings.release(message); // no longer kept: back after its lease
+    } catch (error) {
+      this.report(error);
+      if (!message.settled) {
+        const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+        this.queueNack(message, text.slice(0, 4096), undefined, false);
+      }
+    }
+  }
+
+  private async keeperLoop(): Promise<void> {
+    while (!this.stopping.signal.aborted) {
+      await sleep(this.holdings.tickMs, this.stopping.signal);
+      if (this.stopping.signal.aborted) return;
+      try {
+        await this.holdings.extendDue();
+      } catch (error) {
+        this.report(error); // the next tick tries again
+      }
     }
   }
 
@@ -436,82 +427,59 @@ export class Consumer extends EventEmitter {
 
   // --- settling ---------------------------------------------------------------------------
 
-  /** Ack one message; acks made together go in one request. */
-  ackId(ackId: string): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const waiting = this.acks.get(ackId) ?? [];
-      waiting.push({ resolve, reject });
-      this.acks.set(ackId, waiting);
-      if (this.acks.size >= ACK_BATCH) void this.flushAcks();
-      else if (this.ackFlush === null) this.ackFlush = new Promise((done) => setImmediate(() => void this.flushAcks().then(done)));
-    });
+  /** @internal Queue a message's ack; with `wait`, a promise of the verdict. */
+  queueAck(message: Message, wait: boolean): Promise<void> | null {
+    const stale = this.holdings.exactlyOnce && !this.holdings.usable(message);
+    this.settle(message);
+    return stale ? this.settler.refuse(message.ackId, STALE, wait) : this.settler.ack(message.ackId, wait);
   }
 
-  /** `POST …/ack` for many ids: resolves to those refused, with the reason. */
+  /** @internal Queue a message's nack; with `wait`, a promise of whether it was dead-lettered. */
+  queueNack(message: Message, error: string | undefined, retryDelay: Duration | undefined, wait: boolean): Promise<boolean> | null {
+    const stale = this.holdings.exactlyOnce && !this.holdings.usable(message);
+    this.settle(message);
+    if (stale) return this.settler.refuse(message.ackId, STALE, wait);
+    return this.settler.nack(message.ackId, error ?? '', retryDelay, wait);
+  }
+
+  /** @internal Extend one message's lease `ms` from now; whether it was extended. */
+  async extendMessage(message: Message, ms: number): Promise<boolean> {
+    const seconds = Math.max(1, Math.ceil(ms / 1000));
+    return (await this.holdings.extend([message], seconds)).includes(message.ackId);
+  }
+
+  /** Ack many messages, waiting for the verdicts: resolves to those refused. */
   async ack(messages: Message[]): Promise<Message[]> {
-    const settled = await Promise.allSettled(messages.map((m) => m.ack()));
+    const settled = await Promise.allSettled(messages.map((m) => m.ackWithResult()));
     return messages.filter((_, i) => settled[i]?.status === 'rejected');
   }
 
-  private async flushAcks(): Promise<void> {
-    const batch = this.acks;
-    this.acks = new Map();
-    this.ackFlush = null;
-    if (batch.size === 0) return;
-    let rejected = new Map<string, string>();
-    try {
-      const answer = await this.transport.request<{ acked: string[]; rejected: { ackId: string; reason: string }[] }>(
-        'POST',
-        this.path('ack'),
-        { json: { ackIds: [...batch.keys()] }, idempotent: true },
-      );
-      rejected = new Map(answer.rejected.map((r) => [r.ackId, r.reason]));
-    } catch (error) {
-      if (!(error instanceof AckRejectedError)) {
-        for (const waiting of batch.values()) for (const w of waiting) w.reject(error as Error);
-        return;
-      }
-      rejected = new Map(error.rejected.map((r) => [r.ackId, r.reason]));
-      for (const id of batch.keys()) if (!rejected.has(id)) rejected.set(id, 'unknown');
-    }
-    for (const [id, waiting] of batch) {
-      const reason = rejected.get(id);
-      for (const w of waiting) {
-        if (reason === undefined) w.resolve();
-        else w.reject(new AckRejectedError('ACK_REJECTED', `the ack was refused: ${reason}`, 409, '', { rejected: [{ ackId: id, reason }] }));
-      }
-    }
+  private settle(message: Message): void {
+    message.markSettled();
+    this.holdings.release(message);
   }
 
-  /** `POST …/nack`; whether the message went to the dead-letter queue. */
-  async nackId(ackId: string, error: string | undefined, retryDelay: Duration | undefined): Promise<boolean> {
-    const body: Record<string, unknown> = { ackId, error: error ?? '' };
-    if (retryDelay !== undefined) body.retryDelay = durationWire(retryDelay);
-    // Not retried after a lost answer: a repeated nack is refused, its lease having ended.
-    const answer = await this.transport.request<{ deadLettered: boolean }>('POST', this.path('nack'), {
-      json: body,
-      idempotent: false,
-    });
-    return answer.deadLettered;
-  }
-
-  /** `POST …/extend`: the ids whose leases now end `seconds` from now. */
-  async extendIds(ackIds: string[], seconds: number): Promise<string[]> {
-    const answer = await this.transport.request<{ extended: string[] }>('POST', this.path('extend'), {
-      json: { ackIds, seconds },
-      idempotent: true,
-    });
-    return answer.extended;
+  private reportLost(count: number, why: string): void {
+    const text = `${count} message(s) dropped, ${why}; the group delivers them again`;
+    this.report(new LeaseExpiredError('LEASE_EXPIRED', text, null, ''));
   }
 
   // --- membership -------------------------------------------------------------------------
 
   private async joinRequest(memberId: string | null): Promise<Membership> {
-    const body: Record<string, unknown> = { clientId: this.clientId };
+    const body: Record<string, unknown> = { clientId: this.clientId, maxInFlight: this.window };
     if (memberId !== null) body.memberId = memberId;
     if (this.options.sessionTimeout !== undefined) body.sessionTimeout = durationWire(this.options.sessionTimeout);
     // A rejoin with our id is idempotent; a first join would leave a second member behind.
     return this.transport.request<Membership>('POST', this.path('members'), { json: body, idempotent: memberId !== null });
+  }
+
+  /** Tell the holdings what the join answered: the lease length, the delivery, the window. */
+  private joined(membership: Membership): Membership {
+    this.holdings.ackTimeoutMs = membership.ackTimeoutMs ?? 30_000;
+    this.holdings.exactlyOnce = (membership.delivery ?? 'exactly-once') === 'exactly-once';
+    this.holdings.window = Math.min(this.window, membership.maxInFlight ?? this.window);
+    return membership;
   }
 
   /** Rejoin with our id (`lost` null: a new generation), or as a new member when `lost` is gone. */
@@ -534,8 +502,11 @@ export class Consumer extends EventEmitter {
       if (!(error instanceof NotFoundError && error.code === MEMBER_GONE)) throw error;
       next = await this.joinRequest(null);
     }
-    this.membership = next;
-    if (next.memberId !== current.memberId) this.streamAbort?.abort(); // the old member's stream
+    this.membership = this.joined(next);
+    if (next.memberId !== current.memberId) {
+      this.holdings.releaseAll(); // their leases ended with the old member
+      this.streamAbort?.abort(); // the old member's stream
+    }
     this.transport.logger.info?.(
       `queuecore consumer ${this.topic}/${this.group} rejoined as ${next.memberId} (partitions ${next.assignments.join(',')})`,
     );
@@ -554,11 +525,13 @@ export class Consumer extends EventEmitter {
     }
   }
 
-  private async heartbeat(): Promise<void> {
+  /** One heartbeat (the lease budget, not the consume budget); with `window`, a new window too. */
+  private async heartbeat(window?: number): Promise<void> {
     const memberId = this.current().memberId;
-    let answer: { shouldRejoin: boolean };
+    let answer: { shouldRejoin: boolean; ackTimeoutMs?: number };
     try {
       answer = await this.transport.request('POST', this.path('members', memberId, 'heartbeat'), {
+        json: window === undefined ? undefined : { maxInFlight: window },
         idempotent: true,
         signal: this.stopping.signal,
       });
@@ -567,7 +540,18 @@ export class Consumer extends EventEmitter {
       await this.rejoin(memberId);
       return;
     }
+    if (answer.ackTimeoutMs !== undefined) this.holdings.ackTimeoutMs = answer.ackTimeoutMs;
     if (answer.shouldRejoin) await this.rejoin(null);
+  }
+
+  /** Set the member's window now (the bytes held went over their bound, or back under). */
+  private async narrow(window: number): Promise<void> {
+    if (this.membership === null || this.stopping.signal.aborted) return;
+    try {
+      await this.heartbeat(window);
+    } catch (error) {
+      this.report(error);
+    }
   }
 
   private async leave(): Promise<void> {
@@ -597,7 +581,7 @@ export class Consumer extends EventEmitter {
     return groupPath(this.topic, this.group, ...rest);
   }
 
-  /** Tell the `error` listeners; without any, log it (an unheard `error` event would throw). */
+  /** Tell the `error` listeners; without any, one line to the logger (an unheard `error` event would throw). */
   private report(error: unknown): void {
     const err = error instanceof Error ? error : new Error(String(error));
     if (this.listenerCount('error') > 0) this.emit('error', err);

@@ -56,6 +56,13 @@ export class AckRejectedError extends ConflictError {
   }
 }
 
+/**
+ * `LEASE_EXPIRED`: held messages whose leases ended before they were settled. Reported to the
+ * consumer's `error` listeners, never thrown by a call: on an exactly-once topic such messages
+ * are not handed out and their acks are not sent; the group delivers them again.
+ */
+export class LeaseExpiredError extends QueueCoreError {}
+
 /** 400 / 422: a field is missing or out of range, or a tier quota was exceeded. */
 export class ValidationError extends QueueCoreError {}
 /** 413: a message is larger than the tier allows. */

@@ -62,6 +62,8 @@ export interface RequestOptions {
   /** Whether repeating the request after a lost answer is harmless. */
   idempotent: boolean;
   json?: unknown;
+  /** A body already encoded as JSON, sent as is (instead of `json`). */
+  body?: string;
   query?: Record<string, string | number | undefined | null>;
   timeoutMs?: number;
   /** Ends the call early (e.g. a consumer stopping); it then fails with a ConnectionError. */
@@ -122,9 +124,9 @@ export class Transport {
    * Open a streamed GET (SSE). Only its opening is retried, on 429 or when nothing was sent.
    * The caller reads `response.body` and aborts `signal` to close it.
    */
-  async stream(path: string, signal: AbortSignal): Promise<Response> {
+  async stream(path: string, signal: AbortSignal, query?: RequestOptions['query']): Promise<Response> {
     const requestId = newRequestId();
-    const url = this.url(path);
+    const url = this.url(path, query);
     for (let attempt = 0; ; attempt++) {
       const opened = new AbortController();
       const abort = (): void => opened.abort();
@@ -167,14 +169,10 @@ export class Transport {
     const timeoutMs = options.timeoutMs ?? this.timeoutMs;
     const timer = setTimeout(() => controller.abort(new DOMException('timed out', 'TimeoutError')), timeoutMs);
     const headers: Record<string, string> = { ...this.#headers, 'X-Request-Id': requestId };
-    if (options.json !== undefined) headers['Content-Type'] = 'application/json';
+    const body = options.body ?? (options.json === undefined ? undefined : JSON.stringify(options.json));
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
     try {
-      const response = await fetch(url, {
-        method,
-        headers,
-        body: options.json === undefined ? undefined : JSON.stringify(options.json),
-        signal: controller.signal,
-      });
+      const response = await fetch(url, { method, headers, body, signal: controller.signal });
       return { response, text: await response.text() };
     } catch (failure) {
       return { failure, timedOut: isTimeout(controller.signal) };

@@ -1,6 +1,6 @@
 /** `@queuecore/sdk`: the TypeScript / Node.js client of QueueCore. */
 
-export { QueueCore, Outgoing, VERSION, newIdempotencyKey, type QueueCoreOptions } from './client.js';
+export { DEFAULT_LOGGER, QueueCore, Outgoing, VERSION, newIdempotencyKey, regionalUrl, type QueueCoreOptions } from './client.js';
 export {
   Consumer,
   Message,
@@ -10,5 +10,6 @@ export {
 } from './consumer.js';
 export * from './errors.js';
 export type { Logger } from './http.js';
+export type { InspectOptions } from './resources.js';
 export type * from './models.js';
 export { SseParser, type SseEvent } from './sse.js';

@@ -78,6 +78,8 @@ export interface BatchItem {
   messageId: string;
   offset: number;
   partition: number;
+  /** When it was stored (a repeated idempotency key: the original's). */
+  timestamp: string;
 }
 
 /** A batch committed as one: all of its messages were stored, or none. */
@@ -189,7 +191,36 @@ export interface Membership {
   generationId: number;
   assignments: number[];
   heartbeatIntervalMs: number;
+  /** The member's window: the server leases it no more unsettled messages. */
+  maxInFlight?: number;
+  /** How long a delivered message stays leased unless extended. */
+  ackTimeoutMs?: number;
+  /** The topic's delivery: on exactly-once an ack after the lease ended is refused. */
+  delivery?: Delivery;
 }
+
+/** How concurrent `publish` calls share requests (`new QueueCore({ publishBatching })`). */
+export interface PublishBatching {
+  /** Milliseconds a topic's first waiting message waits for company (default 5, at most 1000). */
+  linger?: number;
+  /** Messages per request at most (default and most: 1000; 1 sends each alone). */
+  maxMessages?: number;
+  /** Encoded bytes per request at most (default 1 MiB). */
+  maxBytes?: number;
+}
+
+/** What one consumer holds at most, and how long it keeps a lease (`consume(…, { flowControl })`). */
+export interface FlowControl {
+  /** Messages received and not settled at once (default: 10 per handler, `concurrency`). */
+  maxMessages?: number;
+  /** Their encoded size at most (default 100 MiB). */
+  maxBytes?: number;
+  /** Milliseconds after its arrival that a held message's lease stops being extended (default 60 min). */
+  maxLeaseExtension?: number;
+}
+
+/** Messages a consumer holds per handler when `FlowControl.maxMessages` is not given. */
+export const PREFETCH_PER_HANDLER = 10;
 
 /** The id of a message, whichever spelling the server used (`id` or `messageId`). */
 export function messageIdOf(body: Record<string, unknown>): string {

@@ -60,27 +60,40 @@ export class Topics {
   }
 }
 
-/** Where a group is in each partition, and moving it. */
+/** Where a group is in each partition, and moving it. The guide's object forms are accepted too. */
 export class Offsets {
   constructor(private readonly transport: Transport) {}
 
   /** One partition's `current`, `latest` and `lag`; every partition's without `partition`. */
+  get(topic: string, group: string, partition: number): Promise<PartitionOffset>;
+  get(topic: string, group: string): Promise<PartitionOffset[]>;
   get(topic: string, where: { group: string; partition: number }): Promise<PartitionOffset>;
   get(topic: string, where: { group: string }): Promise<PartitionOffset[]>;
   async get(
     topic: string,
-    where: { group: string; partition?: number },
+    groupOrWhere: string | { group: string; partition?: number },
+    partitionArg?: number,
   ): Promise<PartitionOffset | PartitionOffset[]> {
-    const body = await this.transport.request<Record<string, unknown>>('GET', groupPath(topic, where.group, 'offsets'), {
-      query: { partition: where.partition },
+    const { group, partition } = typeof groupOrWhere === 'string' ? { group: groupOrWhere, partition: partitionArg } : groupOrWhere;
+    const body = await this.transport.request<Record<string, unknown>>('GET', groupPath(topic, group, 'offsets'), {
+      query: { partition },
       idempotent: true,
     });
-    if (where.partition !== undefined) return partitionOffset(body, where.partition);
+    if (partition !== undefined) return partitionOffset(body, partition);
     return (body.partitions as Record<string, unknown>[]).map((p) => partitionOffset(p));
   }
 
   /** Deliver `partition` from `offset` on (admin scope); its in-flight leases are dropped. */
-  async seek(topic: string, where: { group: string; partition: number; offset: number }): Promise<PartitionOffset> {
+  seek(topic: string, group: string, partition: number, offset: number): Promise<PartitionOffset>;
+  seek(topic: string, where: { group: string; partition: number; offset: number }): Promise<PartitionOffset>;
+  async seek(
+    topic: string,
+    groupOrWhere: string | { group: string; partition: number; offset: number },
+    partitionArg?: number,
+    offsetArg?: number,
+  ): Promise<PartitionOffset> {
+    const where =
+      typeof groupOrWhere === 'string' ? { group: groupOrWhere, partition: partitionArg as number, offset: offsetArg as number } : groupOrWhere;
     const body = await this.transport.request<Record<string, unknown>>(
       'POST',
       groupPath(topic, where.group, 'offsets', 'seek'),
@@ -90,7 +103,10 @@ export class Offsets {
   }
 
   /** Move every partition (admin scope); ConflictError while the group has members. */
-  async reset(topic: string, where: { group: string; to: ResetTo }): Promise<PartitionOffset[]> {
+  reset(topic: string, group: string, to: ResetTo): Promise<PartitionOffset[]>;
+  reset(topic: string, where: { group: string; to: ResetTo }): Promise<PartitionOffset[]>;
+  async reset(topic: string, groupOrWhere: string | { group: string; to: ResetTo }, toArg?: ResetTo): Promise<PartitionOffset[]> {
+    const where = typeof groupOrWhere === 'string' ? { group: groupOrWhere, to: toArg as ResetTo } : groupOrWhere;
     const body = await this.transport.request<{ partitions: Record<string, unknown>[] }>(
       'POST',
       groupPath(topic, where.group, 'offsets', 'reset'),
@@ -133,8 +149,8 @@ export class ConsumerGroups {
   }
 
   /** Move every partition to `'earliest'`, `'latest'` or an offset (no members allowed). */
-  resetOffsets(topic: string, group: string, options: { to: ResetTo }): Promise<PartitionOffset[]> {
-    return this.offsets.reset(topic, { group, to: options.to });
+  resetOffsets(topic: string, group: string, to: ResetTo | { to: ResetTo }): Promise<PartitionOffset[]> {
+    return this.offsets.reset(topic, group, typeof to === 'object' ? to.to : to);
   }
 
   private async currentConfig(topic: string, group: string): Promise<Record<string, unknown>> {
@@ -147,12 +163,25 @@ export class ConsumerGroups {
   }
 }
 
-/** A group's dead-letter queue: inspect (consume scope), replay (admin scope). */
+/** A page of a DLQ: up to `limit` (default 100) entries after the message id `after`. */
+export interface InspectOptions {
+  limit?: number;
+  after?: string;
+}
+
+/**
+ * A group's dead-letter queue: inspect (consume scope), replay (admin scope). Every call takes
+ * `(topic, group, …)`; the guide's forms (`inspect(topic, { group, limit })`, `replay(topic,
+ * group, { messageId })`) are accepted too.
+ */
 export class DeadLetters {
   constructor(private readonly transport: Transport) {}
 
   /** Up to `limit` dead letters oldest first, after the message id `after`. */
-  async inspect(topic: string, options: { group: string; limit?: number; after?: string }): Promise<DeadLetterPage> {
+  inspect(topic: string, group: string, options?: InspectOptions): Promise<DeadLetterPage>;
+  inspect(topic: string, options: InspectOptions & { group: string }): Promise<DeadLetterPage>;
+  async inspect(topic: string, groupOrOptions: string | (InspectOptions & { group: string }), more: InspectOptions = {}): Promise<DeadLetterPage> {
+    const options = typeof groupOrOptions === 'string' ? { ...more, group: groupOrOptions } : groupOrOptions;
     const body = await this.transport.request<{ messages: Record<string, unknown>[]; depth: number; nextAfter: string | null }>(
       'GET',
       groupPath(topic, options.group, 'dlq'),
@@ -163,10 +192,10 @@ export class DeadLetters {
   }
 
   /** Every dead letter of the queue, page by page. */
-  async *messages(topic: string, options: { group: string; pageSize?: number }): AsyncGenerator<DeadLetter> {
+  async *messages(topic: string, group: string, options: { pageSize?: number } = {}): AsyncGenerator<DeadLetter> {
     let after: string | undefined;
     for (;;) {
-      const page = await this.inspect(topic, { group: options.group, limit: options.pageSize ?? 100, after });
+      const page = await this.inspect(topic, group, { limit: options.pageSize ?? 100, after });
       for (const message of page.messages) yield message;
       if (page.nextAfter === null) return;
       after = page.nextAfter;
@@ -174,13 +203,12 @@ export class DeadLetters {
   }
 
   /** Deliver one dead letter to the group again, as attempt 1; resolves to 1. */
-  async replay(topic: string, group: string, options: { messageId: string }): Promise<number> {
+  async replay(topic: string, group: string, messageId: string | { messageId: string }): Promise<number> {
+    const id = typeof messageId === 'string' ? messageId : messageId.messageId;
     // Not retried after a lost answer: the repeat would be refused as already replayed.
-    const body = await this.transport.request<{ replayed: number }>(
-      'POST',
-      groupPath(topic, group, 'dlq', options.messageId, 'replay'),
-      { idempotent: false },
-    );
+    const body = await this.transport.request<{ replayed: number }>('POST', groupPath(topic, group, 'dlq', id, 'replay'), {
+      idempotent: false,
+    });
     return body.replayed;
   }
 

@@ -95,7 +95,7 @@ test('a batch is stored as one, in order, with keys and headers', async (t) => {
   assert.deepEqual(messages.map((m) => m.data), [{ type: 'order.created', amount: 4500 }, { type: 'order.updated' }, 'plain text']);
   assert.equal(messages[1].key, 'ord_1');
   assert.deepEqual(messages[1].headers, { source: 'web' });
-  assert.deepEqual(messages.map((m) => m.id), batch.results.map((r) => r.messageId));
+  assert.deepEqual(messages.map((m) => m.messageId), batch.results.map((r) => r.messageId));
 });
 
 for (const mode of ['stream', 'pull']) {
@@ -107,7 +107,7 @@ for (const mode of ['stream', 'pull']) {
     const consumer = pq.consume(name, { group, startFrom: 'earliest', mode, waitMs: 1000 });
     const events = [];
     consumer.on('connected', (info) => events.push(['connected', info]));
-    const got = collect(consumer, 5);
+    const got = collect(consumer, 5, 20_000, (msg) => msg.ackWithResult()); // acks landed before the lag is read
     await started(t, consumer);
     await Promise.all([1, 2, 3, 4, 5].map((n) => pq.publish(name, { n }, { key: `k${n}` })));
     const messages = await got;
@@ -191,7 +191,7 @@ test('extend keeps a lease; an unacked message comes back after the ack timeout'
   consumer.on('message', async (msg) => {
     seen.push(msg.attempt);
     if (msg.attempt === 1) {
-      assert.equal(await msg.extend(1), true); // the lease now ends 1 s from now, not 10 s
+      assert.equal(await msg.extend(1000), true); // the lease now ends 1 s from now, not 10 s
       return; // not acked: delivered again once it ends
     }
     await msg.ack();

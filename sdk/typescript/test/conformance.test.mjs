@@ -19,6 +19,9 @@ for (const scenario of scenarios) {
       own: new QueueCore({ timeout: TIMEOUT_MS }),
       invalidKey: new QueueCore({ apiKey: 'pq_live_sk_' + '0'.repeat(32), timeout: TIMEOUT_MS }),
     };
+    if (process.env.QUEUECORE_DEVELOPER_API_KEY) {
+      clients.developer = new QueueCore({ apiKey: process.env.QUEUECORE_DEVELOPER_API_KEY, timeout: TIMEOUT_MS });
+    }
     const saved = {};
     for (const [index, step] of scenario.steps.entries()) {
       const where = `${scenario.name} step ${index} (${step.op})`;
@@ -57,21 +60,27 @@ const OPS = {
   publish: (pq, a) => pq.publish(a.topic, a.data, { key: a.key, idempotencyKey: a.idempotencyKey }),
   publishBatch: (pq, a) => pq.publishBatch(a.topic, a.messages.map((m) => QueueCore.message(m))),
   consume,
-  'dlq.inspect': (pq, a) => pq.dlq.inspect(a.topic, { group: a.group, limit: a.limit }),
-  'dlq.replay': async (pq, a) => ({ replayed: await pq.dlq.replay(a.topic, a.group, { messageId: a.messageId }) }),
+  publishConcurrently,
+  consumeAcking: (pq, a) => consumeCounting(pq, a, (msg) => msg.ack()),
+  consumeSlowly: (pq, a) =>
+    consumeCounting(pq, a, async (msg) => {
+      await new Promise((resolve) => setTimeout(resolve, a.handlerMs));
+      await msg.ack();
+    }),
+  'dlq.inspect': (pq, a) => pq.dlq.inspect(a.topic, a.group, { limit: a.limit }),
+  'dlq.replay': async (pq, a) => ({ replayed: await pq.dlq.replay(a.topic, a.group, a.messageId) }),
   'dlq.replayAll': async (pq, a) => ({ replayed: await pq.dlq.replayAll(a.topic, a.group) }),
-  'offsets.get': (pq, a) => pq.offsets.get(a.topic, { group: a.group, partition: a.partition }),
-  'offsets.seek': (pq, a) => pq.offsets.seek(a.topic, { group: a.group, partition: a.partition, offset: a.offset }),
-  'offsets.reset': (pq, a) => pq.offsets.reset(a.topic, { group: a.group, to: a.to }),
+  'offsets.get': (pq, a) => pq.offsets.get(a.topic, a.group, a.partition),
+  'offsets.seek': (pq, a) => pq.offsets.seek(a.topic, a.group, a.partition, a.offset),
+  'offsets.reset': (pq, a) => pq.offsets.reset(a.topic, a.group, a.to),
   'groups.list': (pq, a) => pq.consumerGroups.list(a.topic),
   'groups.describe': (pq, a) => pq.consumerGroups.describe(a.topic, a.group),
-  'groups.reset': (pq, a) => pq.consumerGroups.resetOffsets(a.topic, a.group, { to: a.to }),
+  'groups.reset': (pq, a) => pq.consumerGroups.resetOffsets(a.topic, a.group, a.to),
 };
 
 /** The `consume` op: handle `count` deliveries with their actions, stop, report them and the events. */
 async function consume(pq, a) {
-  const consumer = pq.consume(a.topic, {
-    group: a.group,
+  const consumer = pq.consume(a.topic, a.group, {
     mode: a.mode,
     startFrom: a.startFrom,
     deadLetter: a.deadLetter,
@@ -85,12 +94,12 @@ async function consume(pq, a) {
   consumer.on('message', async (msg) => {
     if (handled.length >= a.count) return;
     const action = a.actions[Math.min(handled.length, a.actions.length - 1)];
-    const entry = { messageId: msg.id, topic: msg.topic, partition: msg.partition, offset: msg.offset, data: msg.data, key: msg.key, attempt: msg.attempt };
+    const entry = { messageId: msg.messageId, topic: msg.topic, partition: msg.partition, offset: msg.offset, data: msg.data, key: msg.key, attempt: msg.attempt };
     handled.push(entry);
     if (action === 'ack') await msg.ack();
     else if (action === 'nack') await msg.nack(a.error);
     else if (action === 'extend+ack') {
-      entry.extended = await msg.extend(30);
+      entry.extended = await msg.extend(30_000);
       await msg.ack();
     }
     if (handled.length === a.count) done();
@@ -111,6 +120,60 @@ async function consume(pq, a) {
   }
   handled.sort((x, y) => x.partition - y.partition || x.offset - y.offset || x.attempt - y.attempt);
   return { messages: handled, events };
+}
+
+/** `count` publishes at once; what was stored, and how many HTTP requests carried them. */
+async function publishConcurrently(pq, a) {
+  let requests = 0;
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = (url, init) => {
+    if (init?.method === 'POST' && /\/messages(\/batch)?$/.test(new URL(url).pathname)) requests += 1;
+    return realFetch(url, init);
+  };
+  let outcomes;
+  try {
+    const calls = Array.from({ length: a.count }, (_, n) => pq.publish(a.topic, { n }, { key: `k${n % a.keys}` }));
+    outcomes = await Promise.allSettled(calls);
+  } finally {
+    globalThis.fetch = realFetch;
+  }
+  const stored = outcomes.map((o, n) => [n, o]).filter(([, o]) => o.status === 'fulfilled');
+  const byKey = new Map();
+  for (const [n, o] of stored) byKey.set(n % a.keys, [...(byKey.get(n % a.keys) ?? []), o.value.offset]);
+  const ordered = [...byKey.values()].every((offsets) => offsets.every((o, i) => i === 0 || o > offsets[i - 1]));
+  const distinct = new Set(stored.map(([, o]) => `${o.value.partition}:${o.value.offset}`)).size;
+  return { stored: stored.length, distinct, ordered, requests };
+}
+
+/** A default consumer doing `work` for each message until `count` distinct messages; what it saw. */
+async function consumeCounting(pq, a, work) {
+  const consumer = pq.consume(a.topic, a.group, { startFrom: a.startFrom, ackTimeout: a.ackTimeout, deadLetter: a.deadLetter });
+  const seen = new Map();
+  const errors = [];
+  consumer.on('error', (err) => errors.push(err));
+  let done;
+  const finished = new Promise((resolve) => (done = resolve));
+  consumer.on('message', async (msg) => {
+    seen.set(msg.messageId, (seen.get(msg.messageId) ?? 0) + 1);
+    await work(msg);
+    if (seen.size >= a.count) done();
+  });
+  let timer;
+  try {
+    await consumer.start();
+    await Promise.race([
+      finished,
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${seen.size} of ${a.count} messages in time; errors ${errors.map((e) => e.message)}`)), a.timeoutMs ?? 20_000);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+    await consumer.stop();
+  }
+  const deliveries = [...seen.values()].reduce((x, y) => x + y, 0);
+  const refused = errors.filter((e) => e.code === 'ACK_REJECTED').length;
+  return { acked: seen.size, handled: seen.size, duplicates: deliveries - seen.size, refused };
 }
 
 /** `$word` → `word-<run>` in strings; a string that is exactly `@name` → the saved value. */
@@ -185,6 +248,10 @@ function matcher(kind, operand, value, at) {
         if (value.some((v) => mismatch(unwanted, v, at) === null)) return `${at}: something matches ${JSON.stringify(unwanted)}`;
       }
       return null;
+    case '$atMost':
+      return typeof value === 'number' && value <= operand ? null : `${at}: ${JSON.stringify(value)} is not at most ${operand}`;
+    case '$atLeast':
+      return typeof value === 'number' && value >= operand ? null : `${at}: ${JSON.stringify(value)} is not at least ${operand}`;
     default:
       return `${at}: unknown matcher ${kind}`;
   }

@@ -3,6 +3,7 @@
 //
 //	qcbench --mode publish-batch --topic T --messages N --batch 100
 //	qcbench --mode consume-ack --topic T --messages N --batch 100 [--group G]
+//	qcbench --mode keep-publish|keep-ack|keep-slow --topic T --messages N [--handler-ms M]
 //
 // publish-batch publishes N messages in batches; consume-ack consumes N messages from the
 // earliest offset over the event stream (or --pull) and acks them in batches of --batch
@@ -15,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	queuecore "github.com/queuecore/queuecore-go"
@@ -30,6 +32,7 @@ type options struct {
 	pull     bool
 	ackEach  bool
 	inFlight int
+	pauseMs  int
 }
 
 func main() {
@@ -43,6 +46,7 @@ func main() {
 	flag.IntVar(&o.inFlight, "max-in-flight", 0, "the group's maxInFlight for consume-ack (default 20 × --batch)")
 	flag.BoolVar(&o.ackEach, "ack-each", false, "consume-ack with one ack request per message (msg.Ack)")
 	flag.BoolVar(&o.pull, "pull", false, "consume-ack by long-poll pulls of --batch instead of the event stream")
+	flag.IntVar(&o.pauseMs, "handler-ms", 40, "keep-slow: milliseconds each message takes")
 	flag.Parse()
 	if o.topic == "" || o.messages < 1 || o.batch < 1 || o.batch > queuecore.MaxBatch {
 		fail(fmt.Errorf("usage: qcbench --mode publish-batch|consume-ack --topic T --messages N --batch 1..%d", queuecore.MaxBatch))
@@ -54,6 +58,10 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	var seconds float64
+	if strings.HasPrefix(o.mode, "keep-") {
+		keep(ctx, client, o)
+		return
+	}
 	switch o.mode {
 	case "publish-batch":
 		seconds, err = publishBatches(ctx, client, o)
@@ -85,6 +93,26 @@ func publishBatches(ctx context.Context, client *queuecore.Client, o options) (f
 		sent += size
 	}
 	return time.Since(started).Seconds(), nil
+}
+
+func keep(ctx context.Context, client *queuecore.Client, o options) {
+	var figures map[string]any
+	var err error
+	switch o.mode {
+	case "keep-publish":
+		figures, err = keepPublish(ctx, o)
+	case "keep-ack":
+		figures, err = keepConsume(ctx, client, o, 0)
+	case "keep-slow":
+		figures, err = keepConsume(ctx, client, o, time.Duration(o.pauseMs)*time.Millisecond)
+	default:
+		err = fmt.Errorf("unknown --mode %q", o.mode)
+	}
+	if err != nil {
+		fail(err)
+	}
+	figures["messages"] = o.messages
+	_ = json.NewEncoder(os.Stdout).Encode(figures)
 }
 
 func fail(err error) {

@@ -66,7 +66,7 @@ func main() {
 func handle(ctx context.Context, msg *queuecore.Message) error {
 	where := map[string]any{"partition": msg.Partition, "offset": msg.Offset, "attempt": msg.Attempt}
 	say(merge(where, "processed"))
-	if err := msg.Ack(ctx); err != nil {
+	if err := msg.AckWithResult(ctx); err != nil { // the server's verdict, not just queued
 		say(merge(where, "ack_failed", "error", err.Error()))
 		return nil // not nacked: the lease runs out and the group delivers it again
 	}
