@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from litestar import Controller, Request, Response, get, post
@@ -63,6 +63,20 @@ class NackRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``POST …/nack``: the message failed; retry later or dead-letter.
 
     Either one message (``ackId``, ``error``, ``retryDelay``) or up to 1,000 (``nacks``)."""
+
+    # The handler's either-or, written into the OpenAPI document (control_plane.edge.openapi_rules).
+    schema_rules: ClassVar[dict[str, Any]] = {
+        "oneOf": [
+            {
+                "required": ["ackId"],
+                "properties": {"ackId": {"type": "string"}, "nacks": {"type": "null"}},
+            },
+            {
+                "required": ["nacks"],
+                "properties": {"nacks": {"type": "array"}, "ackId": {"type": "null"}},
+            },
+        ]
+    }
 
     ack_id: Text | None = None
     error: Annotated[Text, msgspec.Meta(max_length=4096)] = ""

@@ -8,7 +8,8 @@ before the document is first served, :func:`document_rules`:
 
 - replaces the schema of every request Struct by msgspec's own, which is exactly what the
   decoder checks, plus the service rules declared beside the fields (``extra_json_schema``:
-  durations, topic names, retention, partitions);
+  durations, topic names, retention, partitions; a Struct's ``schema_rules`` class variable for
+  rules across its fields, such as one of two forms);
 - gives the path and query parameters the rules their handlers apply (:data:`PARAMETERS`);
 - writes integral bounds as exact integers;
 - documents the push stream as ``text/event-stream``.
@@ -88,9 +89,11 @@ def document_rules(app: Litestar) -> None:
     openapi = app.plugins.get(OpenAPIPlugin).provide_openapi()
     assert openapi.components is not None
     schemas = openapi.components.schemas or {}
-    for struct in _request_structs():
+    structs = list(_request_structs())
+    rules = {s.__name__: s.schema_rules for s in structs if hasattr(s, "schema_rules")}
+    for struct in structs:
         for name, definition in _msgspec_definitions(struct).items():
-            converted = schema_of(definition)
+            converted = schema_of(definition | rules.get(name, {}))
             if name in schemas and isinstance(converted, Schema):
                 schemas[name] = converted
     openapi.components.schemas = schemas
