@@ -13,8 +13,8 @@ every message and nothing else, in one uvloop process:
    commits the flush in ONE autocommit statement that reserves offsets per partition, inserts
    one index row per partition and NOTIFYs;
 3. one LISTEN connection receives the notification and hands each partition's range to its
-   owner among ``--members`` consumers, which records a range lease in one statement
-   (``synchronous_commit = off``: a lost lease is a redelivery) — or nothing with
+   owner among ``--members`` consumers, which records a range lease in one statement (its
+   commit waiting for the WAL flush, as a pull's does: docs/decisions.md §11) — or nothing with
    ``--no-lease`` — and stamps the delivery.
 
 There is no HTTP, JSON, authentication, rate limiting, segment encoding, SSE or client at all, so
@@ -216,7 +216,6 @@ class Member:
         async with await psycopg.AsyncConnection.connect(
             self.floor.database_url, autocommit=True
         ) as conn:
-            await conn.execute("SET synchronous_commit = off")
             while True:
                 await self.wake.wait()
                 self.wake.clear()

@@ -8,9 +8,12 @@ day, with every bucket of the window listed (zeros included) and the organisatio
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
+
+import msgspec
 
 from billing import queries as q
 from billing.schemas import (
@@ -89,7 +92,7 @@ def usage_window(
     """The window asked for: ``from`` and ``to`` are ISO 8601 dates or times (UTC when no
     offset is given), each defaulting to a bound of the current calendar month; ``from`` is
     rounded down and ``to`` up to whole buckets."""
-    unit = granularity or "day"
+    unit = "day" if granularity is None else granularity  # given empty, it is not a unit
     if unit not in GRANULARITIES:
         raise ValidationFailed("granularity must be 'hour' or 'day'", field="granularity")
     month_start, next_month = month_bounds(now)
@@ -114,7 +117,7 @@ def month_bounds(moment: datetime) -> tuple[datetime, datetime]:
 
 
 def _moment(text: str | None, field: str) -> datetime | None:
-    if not text:
+    if text is None:
         return None
     value = _iso(text)
     if value is None:
@@ -128,11 +131,14 @@ def _iso(text: str) -> datetime | None:
     """``text`` parsed, also when a query string turned the offset's ``+`` into a space."""
     head, space, tail = text.rpartition(" ")
     for candidate in (text, f"{head}+{tail}" if space else None):
-        if candidate is not None:
-            try:
-                return datetime.fromisoformat(candidate)
-            except ValueError:
-                continue
+        if candidate is None:
+            continue
+        try:
+            return datetime.fromisoformat(candidate)
+        except ValueError:
+            pass
+        with contextlib.suppress(msgspec.ValidationError):  # RFC 3339's other spellings
+            return msgspec.convert(candidate, datetime)
     return None
 
 

@@ -17,10 +17,12 @@ from control_plane.apidocs import OfflineSwaggerPlugin, add_framing_headers
 from control_plane.dashboard import dashboard_route_handlers, dashboard_templates
 from control_plane.dashboard.sessions import SessionController
 from control_plane.edge.auth import key_authentication
+from control_plane.edge.bodies import ApiRequest
 from control_plane.edge.errors import EXCEPTION_HANDLERS
+from control_plane.edge.guard import edge_guard_middleware
 from control_plane.edge.health import HealthController
-from control_plane.edge.nul_guard import nul_guard_middleware
 from control_plane.edge.openapi_errors import document_errors
+from control_plane.edge.openapi_rules import document_rules
 from control_plane.edge.rate_limit import rate_limiting
 from control_plane.edge.request_id import add_request_id_header, request_id_middleware
 from control_plane.edge.resources import Runtime
@@ -59,10 +61,11 @@ def create_app(
         template_config=dashboard_templates(),
         lifespan=[runtime.lifespan, rate_limiting, key_authentication, *extra_lifespans],
         dependencies=runtime.dependencies(),
-        on_startup=[document_errors],  # before the OpenAPI document is first served
+        on_startup=[document_errors, document_rules],  # before the document is first served
         exception_handlers=EXCEPTION_HANDLERS,
+        request_class=ApiRequest,  # JSON bodies only as JSON, with unique keys
         before_send=[add_request_id_header, add_framing_headers],
-        middleware=[request_id_middleware, nul_guard_middleware],
+        middleware=[request_id_middleware, edge_guard_middleware],
         plugins=tracing_plugins(),
         openapi_config=OpenAPIConfig(
             title="QueueCore API",

@@ -122,6 +122,7 @@ class DatabaseSettings:
     pool_min: int
     pool_max: int
     statement_timeout_ms: int = 5_000  # the API's statements; 0: none (docs/faults.md)
+    request_timeout_ms: int = 7_000  # all of one API request's waits on PostgreSQL; 0: none
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> DatabaseSettings:
@@ -132,6 +133,7 @@ class DatabaseSettings:
             pool_min=_int("DATABASE_POOL_MIN", 1, 0, 100, env),
             pool_max=_int("DATABASE_POOL_MAX", 10, 1, 500, env),
             statement_timeout_ms=_int("DATABASE_STATEMENT_TIMEOUT_MS", 5_000, 0, 3_600_000, env),
+            request_timeout_ms=_int("DATABASE_REQUEST_TIMEOUT_MS", 7_000, 0, 3_600_000, env),
         )
 
 
@@ -196,6 +198,9 @@ class HttpSettings:
     port: int
     workers: int
     public_url: str
+    max_connections: int = 4096  # per server process (control_plane.http_limits)
+    max_connections_per_address: int = 256  # per client address that is not a trusted proxy
+    body_timeout_s: int = 30  # from the end of a request's head to the end of its body
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> HttpSettings:
@@ -208,6 +213,11 @@ class HttpSettings:
             port=port,
             workers=_int("HTTP_WORKERS", 2, 1, 64, env),
             public_url=_env("PUBLIC_URL", default_public, env) or default_public,
+            max_connections=_int("HTTP_MAX_CONNECTIONS", 4096, 1, 1_000_000, env),
+            max_connections_per_address=_int(
+                "HTTP_MAX_CONNECTIONS_PER_ADDRESS", 256, 1, 1_000_000, env
+            ),
+            body_timeout_s=_int("HTTP_BODY_TIMEOUT_S", 30, 1, 3600, env),
         )
 
 

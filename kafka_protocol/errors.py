@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import psycopg
 from kio.schema.errors import ErrorCode
+from psycopg_pool import PoolTimeout
 
 from core.errors import ClientError, QueueCoreError, Unavailable, ValidationFailed
 from data_plane.service import (
@@ -34,6 +36,11 @@ _BY_TYPE: list[tuple[type[BaseException], ErrorCode]] = [
     (CompressionError, ErrorCode.corrupt_message),
     (PublishOutcomeUnknown, ErrorCode.request_timed_out),
     (Unavailable, ErrorCode.kafka_storage_error),
+    # PostgreSQL out of reach, stalled or ending the session: retriable, as the HTTP API's 503.
+    (psycopg.OperationalError, ErrorCode.kafka_storage_error),
+    (psycopg.InterfaceError, ErrorCode.kafka_storage_error),
+    (psycopg.InternalError, ErrorCode.kafka_storage_error),
+    (PoolTimeout, ErrorCode.kafka_storage_error),
     (ValidationFailed, ErrorCode.invalid_topic_exception),
     (ClientError, ErrorCode.policy_violation),
 ]

@@ -22,6 +22,7 @@ import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from core import db, settings
 from kafka_protocol import wire
 from kafka_protocol.handlers import CATEGORIES, HANDLERS
 from kafka_protocol.handlers.auth import api_versions_v0_error, authenticate_raw
@@ -96,6 +97,11 @@ class KafkaServer:
                 await writer.wait_closed()
 
 
+def _request_budget_s() -> float | None:
+    """How long one request may wait on PostgreSQL in all (as an HTTP request)."""
+    return db.request_budget_s(settings.database())
+
+
 class Connection:
     """One client connection: read frames, dispatch, answer in order."""
 
@@ -160,11 +166,17 @@ class Connection:
                 frame=frame[:200].hex(),
             )
             return False
-        if api_key in BEFORE_AUTHENTICATION:  # in order: the next frame depends on the outcome
-            response = await HANDLERS[api_key](session, head, body)
-            self._answer_now(wire.write_response(head, response))
-            return not session.closing.is_set()
-        if await session.recheck() is None:
+        try:
+            with db.deadline(_request_budget_s()):
+                if api_key in BEFORE_AUTHENTICATION:  # in order: the next frame depends on it
+                    response = await HANDLERS[api_key](session, head, body)
+                    self._answer_now(wire.write_response(head, response))
+                    return not session.closing.is_set()
+                auth = await session.recheck()
+        except Exception as exc:  # the key could not be checked (PostgreSQL): the client retries
+            log.info("kafka_key_unverifiable", api_key=api_key, error=type(exc).__name__)
+            return False
+        if auth is None:
             log.info("kafka_key_no_longer_valid", api_key=api_key)
             return False
         await self.slots.acquire()
@@ -175,7 +187,9 @@ class Connection:
 
     async def _serve(self, head: wire.RequestHead, body: Any) -> bytes | None:
         throttle_ms = await self._admit(head.api_key)
-        response = await HANDLERS[head.api_key](self.session, head, body)
+        # Its waits on PostgreSQL are bounded as an HTTP request's are (docs/faults.md).
+        with db.deadline(_request_budget_s()):
+            response = await HANDLERS[head.api_key](self.session, head, body)
         if response is None:
             return None  # acks=0
         if throttle_ms and wire.has_field(type(response), "throttle_time"):
@@ -203,7 +217,12 @@ class Connection:
         return waited
 
     async def _raw_sasl(self, frame: bytes) -> bool:
-        ok = await authenticate_raw(self.session, frame)
+        try:
+            with db.deadline(_request_budget_s()):
+                ok = await authenticate_raw(self.session, frame)
+        except Exception as exc:  # the key could not be checked (PostgreSQL): the client retries
+            log.info("kafka_key_unverifiable", error=type(exc).__name__)
+            return False
         self._answer_now(_SIZE.pack(0) if ok else None)
         return ok
 

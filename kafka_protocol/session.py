@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from data_plane.service import DataPlane
+from tenants.errors import InvalidApiKey
 from tenants.models import AuthContext
 from tenants.rate_limits import Decision
 from tenants.tiers import Category
@@ -72,14 +73,16 @@ class Session:
     closing: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def recheck(self) -> AuthContext | None:
-        """The context, re-validated every :data:`RECHECK_KEY_S` (None once the key is gone)."""
+        """The context, re-validated every :data:`RECHECK_KEY_S` (None once the key is gone).
+        A check that cannot be made (PostgreSQL out of reach) raises: the caller ends the
+        connection rather than serve on a key it could not check, nor call the key revoked."""
         if self.auth is None or self.key is None:
             return None
         now = time.monotonic()
         if now - self.checked_s >= RECHECK_KEY_S:
             try:
                 self.auth = await self.services.authenticator.authenticate(self.key)
-            except Exception:
+            except InvalidApiKey:
                 self.auth = None
                 return None
             self.checked_s = now

@@ -182,7 +182,7 @@ _DEAD_LETTER_ATTRIBUTES = {
 }
 _OUTCOMES = {
     outcome: {"outcome": outcome}
-    for outcome in ("committed", "conflict", "put_failed", "commit_failed")
+    for outcome in ("committed", "conflict", "put_failed", "commit_failed", "outcome_unknown")
 }
 
 
@@ -209,7 +209,8 @@ def dead_letter_attributes(exactly_once: bool, reason: str) -> dict[str, str]:
 
 
 def flush_attributes(outcome: str) -> dict[str, str]:
-    """Attributes of the flush histograms: committed, conflict, put_failed or commit_failed."""
+    """Attributes of the flush histograms: committed, conflict, put_failed, commit_failed or
+    outcome_unknown."""
     return _OUTCOMES[outcome]
 
 

@@ -1,12 +1,21 @@
-"""Login throttling: failed dashboard sign-ins counted per account and per client address.
+"""Login throttling that slows guessing without locking the owner out (docs/decisions.md §9).
 
-Each count is a sliding log in Redis (a sorted set of attempt times), shared by every API replica.
+Failed sign-ins are counted three ways, each a sliding log in Redis (a sorted set of attempt
+times) shared by every API replica:
+
+- per account and client address: 5 in 15 minutes, then that address is refused for that account
+  (one attacker cannot keep guessing one password, and cannot lock the owner out elsewhere);
+- per client address: 20 in 15 minutes over all accounts (spraying one password from one place);
+- per account: 100 in an hour from all addresses together (NIST SP 800-63B's cap on an account's
+  failures), which refuses only addresses that have not signed in to the account in the last 30
+  days: the owner's usual places keep working during a distributed attack.
+
 An attempt is counted *before* its password is checked, so parallel guesses cannot overtake the
-count and a refused attempt costs no argon2 work; a success takes its own attempt back and forgets
-the account's failures, and an attempt that ends for another reason (the database is down) is
-taken back too. Accounts are keyed by the SHA-256 of the normalised email, so Redis holds no
-addresses, and unknown emails are counted exactly like known ones. When Redis is unreachable each
-process counts in memory instead (docs/decisions.md §9).
+count and a refused attempt costs no argon2 work; a success takes its own attempt back, forgets the
+failures of its account (and of its account and address) and remembers the address as known; an
+attempt that ends for another reason (the database is down) is taken back. Accounts are keyed by
+the SHA-256 of the normalised email, so Redis holds no addresses, and unknown emails are counted
+exactly like known ones. When Redis is unreachable each process counts in memory instead.
 """
 
 from __future__ import annotations
@@ -34,9 +43,12 @@ from tenants.errors import InvalidCredentials
 
 log = get_logger("queuecore.login_throttle")
 
-MAX_FAILURES_PER_ACCOUNT = 5
+MAX_FAILURES_PER_ACCOUNT_AND_ADDRESS = 5
 MAX_FAILURES_PER_ADDRESS = 20
 FAILURE_WINDOW_S = 15 * 60
+MAX_FAILURES_PER_ACCOUNT = 100  # NIST SP 800-63B §5.2.2: at most 100 failures on an account
+ACCOUNT_WINDOW_S = 3600
+KNOWN_ADDRESS_S = 30 * 24 * 3600  # an address that signed in is exempt from the account's cap
 # One hash tag for every key, so the script's two keys share a slot should Redis be a cluster.
 KEY_PREFIX = "qc:login:{throttle}"
 # A subscriber usually gets a whole IPv6 /64: counting single addresses there would count nothing.
@@ -57,15 +69,30 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class ThrottlePolicy:
-    """How many failed sign-ins an account and a client address may have in one window."""
+    """How many failed sign-ins an account from one address, an address, and an account from
+    unknown addresses may have, each in its window."""
 
-    max_failures_per_account: int = MAX_FAILURES_PER_ACCOUNT
+    max_failures_per_account_and_address: int = MAX_FAILURES_PER_ACCOUNT_AND_ADDRESS
     max_failures_per_address: int = MAX_FAILURES_PER_ADDRESS
-    window_ms: int = FAILURE_WINDOW_S * 1000
+    window_ms: int = FAILURE_WINDOW_S * 1000  # of the two above
+    max_failures_per_account: int = MAX_FAILURES_PER_ACCOUNT
+    account_window_ms: int = ACCOUNT_WINDOW_S * 1000
+    known_address_ms: int = KNOWN_ADDRESS_S * 1000
 
     def __post_init__(self) -> None:
-        if min(self.max_failures_per_account, self.max_failures_per_address, self.window_ms) < 1:
-            raise ValueError("login throttle limits and window must be at least 1")
+        if min(*self.limits(), self.known_address_ms) < 1:
+            raise ValueError("login throttle limits and windows must be at least 1")
+
+    def limits(self) -> tuple[int, int, int, int, int, int]:
+        """Limit and window (ms) of the account-and-address, address and account logs."""
+        return (
+            self.max_failures_per_account_and_address,
+            self.window_ms,
+            self.max_failures_per_address,
+            self.window_ms,
+            self.max_failures_per_account,
+            self.account_window_ms,
+        )
 
 
 class TooManyLoginAttempts(ClientError):
@@ -123,10 +150,10 @@ def _refused(email: str, client_address: str | None, wait_ms: int) -> TooManyLog
 
 @dataclass(frozen=True, slots=True)
 class _Attempt:
-    """One admitted attempt: where it was counted, and its member in both logs."""
+    """One admitted attempt: the logs it was counted in, its member there, the address marker."""
 
-    account_key: str
-    address_key: str
+    logs: tuple[str, str, str]  # account and address, address, account
+    known_key: str
     member: str
     in_redis: bool
 
@@ -134,18 +161,23 @@ class _Attempt:
 class LocalAttempts:
     """The same sliding logs in this process's memory: the fallback while Redis is unreachable."""
 
-    def __init__(self, window_ms: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self._window_s = window_ms / 1000
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._logs: dict[str, deque[tuple[float, str]]] = {}
+        self._known: dict[str, float] = {}  # marker -> until
 
-    def admit(self, limits: Sequence[tuple[str, int]], member: str) -> int:
-        """Count ``member`` in every log if each is under its limit; else ms until all have room."""
+    def admit(self, limits: Sequence[tuple[str, int, int]], member: str, known: str) -> int:
+        """Count ``member`` in every log (key, limit, window ms) if each is under its limit (the
+        last is not checked while ``known`` is marked); else ms until all have room."""
         now = self._clock()
-        wait_s = max(self._wait_s(key, limit, now) for key, limit in limits)
+        exempt = self._known.get(known, 0.0) > now
+        checked = limits[:-1] if exempt else limits
+        wait_s = max(
+            self._wait_s(key, limit, window_ms / 1000, now) for key, limit, window_ms in checked
+        )
         if wait_s > 0:
             return math.ceil(wait_s * 1000)
-        for key, _ in limits:
+        for key, _, _ in limits:
             self._log(key).append((now, member))
         return 0
 
@@ -159,15 +191,21 @@ class LocalAttempts:
         """Uncount every attempt of a log."""
         self._logs.pop(key, None)
 
-    def _wait_s(self, key: str, limit: int, now: float) -> float:
+    def mark(self, known: str, for_ms: int) -> None:
+        """Remember an address as known to an account."""
+        if len(self._known) >= MAX_LOCAL_LOGS:
+            self._known.clear()
+        self._known[known] = self._clock() + for_ms / 1000
+
+    def _wait_s(self, key: str, limit: int, window_s: float, now: float) -> float:
         entries = self._logs.get(key)
         if not entries:
             return 0.0
-        while entries and entries[0][0] <= now - self._window_s:
+        while entries and entries[0][0] <= now - window_s:
             entries.popleft()
         if len(entries) < limit:
             return 0.0
-        return entries[len(entries) - limit][0] + self._window_s - now
+        return entries[len(entries) - limit][0] + window_s - now
 
     def _log(self, key: str) -> deque[tuple[float, str]]:
         entries = self._logs.get(key)
@@ -179,7 +217,8 @@ class LocalAttempts:
 
 
 class LoginThrottle:
-    """Counts sign-in attempts per account and per client address; Redis first, memory if it fails."""
+    """Counts sign-in attempts per account and address, per address and per account (see the
+    module); Redis first, memory if it fails."""
 
     def __init__(
         self,
@@ -194,7 +233,7 @@ class LoginThrottle:
         self._admit_script = redis.register_script(ADMIT_LUA)
         self._key_prefix = key_prefix
         self._clock = clock
-        self._local = LocalAttempts(self.policy.window_ms, clock)
+        self._local = LocalAttempts(clock)
         self._outage = RedisOutage(
             "login_throttle",
             "per-process in-memory counts",
@@ -208,7 +247,8 @@ class LoginThrottle:
         """Admit one attempt or raise :class:`TooManyLoginAttempts`; settle it when the block ends.
 
         :class:`InvalidCredentials` out of the block leaves the attempt counted as a failure;
-        finishing normally forgets the account's failures; any other exception uncounts it.
+        finishing normally forgets the account's failures and marks the address as known to it;
+        any other exception uncounts it.
         """
         attempt = await self._admit(email, client_address)
         try:
@@ -222,54 +262,72 @@ class LoginThrottle:
 
     async def admit(self, email: str, client_address: str | None) -> None:
         """Count one attempt that stays counted whatever its outcome (sign-ups), or raise
-        :class:`TooManyLoginAttempts` when the account or the address is over its limit."""
+        :class:`TooManyLoginAttempts` when one of its logs is over its limit."""
         await self._admit(email, client_address)
 
     def account_key(self, email: str) -> str:
-        """Redis key of an account's log."""
+        """Redis key of an account's log (every address)."""
         return f"{self._key_prefix}:account:{account_digest(email)}"
 
     def address_key(self, client_address: str | None) -> str:
-        """Redis key of a client address's log."""
+        """Redis key of a client address's log (every account)."""
         return f"{self._key_prefix}:address:{address_bucket(client_address)}"
 
+    def pair_key(self, email: str, client_address: str | None) -> str:
+        """Redis key of the log of an account from one client address."""
+        return f"{self._key_prefix}:pair:{account_digest(email)}:{address_bucket(client_address)}"
+
+    def known_key(self, email: str, client_address: str | None) -> str:
+        """Redis key marking a client address that signed in to an account."""
+        return f"{self._key_prefix}:known:{account_digest(email)}:{address_bucket(client_address)}"
+
     async def _admit(self, email: str, client_address: str | None) -> _Attempt:
-        keys = (self.account_key(email), self.address_key(client_address))
-        member = secrets.token_hex(8)
-        wait_ms = await self._on_redis(lambda: self._admit_in_redis(keys, member))
+        logs = (
+            self.pair_key(email, client_address),
+            self.address_key(client_address),
+            self.account_key(email),
+        )
+        known, member = self.known_key(email, client_address), secrets.token_hex(8)
+        wait_ms = await self._on_redis(lambda: self._admit_in_redis(logs, known, member))
         in_redis = wait_ms is not None
         if wait_ms is None:
-            wait_ms = self._local.admit(list(zip(keys, self._limits(), strict=True)), member)
+            limits = self.policy.limits()
+            checks = [(key, limits[2 * i], limits[2 * i + 1]) for i, key in enumerate(logs)]
+            wait_ms = self._local.admit(checks, member, known)
         if wait_ms > 0:
             raise _refused(email, client_address, wait_ms)
-        return _Attempt(keys[0], keys[1], member, in_redis)
+        return _Attempt(logs, known, member, in_redis)
 
-    def _limits(self) -> tuple[int, int]:
-        return self.policy.max_failures_per_account, self.policy.max_failures_per_address
-
-    async def _admit_in_redis(self, keys: tuple[str, str], member: str) -> int:
-        args: list[int | str] = [self.policy.window_ms, *self._limits(), member]
-        reply: Any = await self._admit_script(keys=list(keys), args=args)
+    async def _admit_in_redis(self, logs: tuple[str, str, str], known: str, member: str) -> int:
+        args: list[int | str] = [member, *self.policy.limits()]
+        reply: Any = await self._admit_script(keys=[*logs, known], args=args)
         if not isinstance(reply, list) or len(reply) != 2:
             raise RedisError(f"unexpected reply from the login throttle script: {reply!r}")
         return 0 if int(reply[0]) == 1 else max(1, int(reply[1]))
 
     async def _settle(self, attempt: _Attempt, *, succeeded: bool) -> None:
+        pair, address, account = attempt.logs
+        self._local.take_back(address, attempt.member)
         if succeeded:
-            self._local.forget(attempt.account_key)
+            self._local.forget(pair)
+            self._local.forget(account)
+            self._local.mark(attempt.known_key, self.policy.known_address_ms)
         else:
-            self._local.take_back(attempt.account_key, attempt.member)
-        self._local.take_back(attempt.address_key, attempt.member)
+            self._local.take_back(pair, attempt.member)
+            self._local.take_back(account, attempt.member)
         if attempt.in_redis:
             await self._on_redis(lambda: self._settle_in_redis(attempt, succeeded))
 
     async def _settle_in_redis(self, attempt: _Attempt, succeeded: bool) -> None:
+        pair, address, account = attempt.logs
         async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.zrem(address, attempt.member)
             if succeeded:
-                pipe.delete(attempt.account_key)
+                pipe.delete(pair, account)
+                pipe.set(attempt.known_key, 1, px=self.policy.known_address_ms)
             else:
-                pipe.zrem(attempt.account_key, attempt.member)
-            pipe.zrem(attempt.address_key, attempt.member)
+                pipe.zrem(pair, attempt.member)
+                pipe.zrem(account, attempt.member)
             await pipe.execute()
 
     async def _on_redis(self, call: Callable[[], Awaitable[T]]) -> T | None:

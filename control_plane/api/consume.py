@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from litestar import Controller, Request, Response, get, post
@@ -16,13 +16,15 @@ from control_plane.api.groups import LEASE_BUDGET
 from control_plane.api.sse import EventStream, comment, event, events, retry_field
 from control_plane.edge.auth import auth_context
 from core.errors import QueueCoreError, ValidationFailed
-from core.wire_types import INTEGER_MAX, Int64, NonNegative64, Partition, Text
+from core.wire_types import INTEGER_MAX, NonNegative64, Partition, Text
 from data_plane.service import (
     ENCODINGS,
+    MAX_EXTEND_S,
     DataPlane,
     DeliveredMessage,
     Delivery,
     GroupRef,
+    RetryDelay,
     Stream,
     Window,
     iso_timestamp,
@@ -54,7 +56,7 @@ class NackItem(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
 
     ack_id: Text
     error: Annotated[Text, msgspec.Meta(max_length=4096)] = ""
-    retry_delay: Text | Int64 | None = None
+    retry_delay: RetryDelay | None = None
 
 
 class NackRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -62,9 +64,23 @@ class NackRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
 
     Either one message (``ackId``, ``error``, ``retryDelay``) or up to 1,000 (``nacks``)."""
 
+    # The handler's either-or, written into the OpenAPI document (control_plane.edge.openapi_rules).
+    schema_rules: ClassVar[dict[str, Any]] = {
+        "oneOf": [
+            {
+                "required": ["ackId"],
+                "properties": {"ackId": {"type": "string"}, "nacks": {"type": "null"}},
+            },
+            {
+                "required": ["nacks"],
+                "properties": {"nacks": {"type": "array"}, "ackId": {"type": "null"}},
+            },
+        ]
+    }
+
     ack_id: Text | None = None
     error: Annotated[Text, msgspec.Meta(max_length=4096)] = ""
-    retry_delay: Text | Int64 | None = None
+    retry_delay: RetryDelay | None = None
     nacks: Annotated[list[NackItem], msgspec.Meta(min_length=1, max_length=1000)] | None = None
 
 
@@ -72,7 +88,7 @@ class ExtendRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``POST …/extend``: more time for long work."""
 
     ack_ids: Annotated[list[Text], msgspec.Meta(min_length=1, max_length=10_000)]
-    seconds: Int64
+    seconds: Annotated[int, msgspec.Meta(ge=1, le=MAX_EXTEND_S)]
 
 
 class SeekRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):

@@ -37,6 +37,7 @@ from control_plane.dashboard.sessions import (
     session_cookie,
     signup_throttle_of,
 )
+from control_plane.edge.bodies import SIGN_IN_FORM_MAX_BYTES
 from control_plane.edge.errors import status_for
 from control_plane.edge.request_id import request_id
 from core import settings
@@ -55,6 +56,7 @@ TAKEN = (
 )
 FORM_COOKIE = "qc_form_csrf"
 FORM_TOKEN_BYTES = 32
+MIN_FORM_TOKEN_CHARS, MAX_FORM_TOKEN_CHARS = 40, 64  # what form_token hands out (43)
 
 
 def form_cookie(token: str) -> Cookie:
@@ -72,16 +74,21 @@ def form_cookie(token: str) -> Cookie:
 def form_token(request: Request[Any, Any, Any]) -> str:
     """The browser's form token, or a new one when it has none."""
     token = request.cookies.get(FORM_COOKIE, "")
-    return token if 40 <= len(token) <= 64 else secrets.token_urlsafe(FORM_TOKEN_BYTES)
+    fits = MIN_FORM_TOKEN_CHARS <= len(token) <= MAX_FORM_TOKEN_CHARS
+    return token if fits else secrets.token_urlsafe(FORM_TOKEN_BYTES)
 
 
 async def require_form_csrf(
     connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler | None = None
 ) -> None:
-    """Guard: the form echoes the token of its cookie (403 ``CSRF_FAILED`` otherwise)."""
+    """Guard: the form echoes the token of its cookie (403 ``CSRF_FAILED`` otherwise). The
+    cookie is checked first: without one the body is never read, and with one it is read within
+    the sign-in forms' small limit."""
     cookie = connection.cookies.get(FORM_COOKIE, "")
-    posted = await form_field(connection, CSRF_FIELD) or ""
-    if not cookie or not hmac.compare_digest(cookie.encode(), posted.encode()):
+    if not MIN_FORM_TOKEN_CHARS <= len(cookie) <= MAX_FORM_TOKEN_CHARS:
+        raise CsrfFailed
+    posted = await form_field(connection, CSRF_FIELD, SIGN_IN_FORM_MAX_BYTES) or ""
+    if not hmac.compare_digest(cookie.encode(), posted.encode()):
         raise CsrfFailed
 
 

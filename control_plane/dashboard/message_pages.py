@@ -17,6 +17,7 @@ from control_plane.dashboard.pages import env_path, field, form_fields, page, re
 from control_plane.dashboard.scope import caller, environment
 from control_plane.dashboard.sessions import require_csrf, require_session
 from control_plane.dashboard.topic_page import SEND_FORM_DEFAULTS, render_topic
+from control_plane.edge.bodies import read_form
 from control_plane.edge.errors import status_for
 from core.errors import ValidationFailed
 from data_plane.service import (
@@ -146,8 +147,7 @@ async def send_form(request: Request[Any, Any, Any]) -> dict[str, str]:
     as for the API), the others cut as every dashboard field is."""
     fields = await form_fields(request)
     form = {key: field(fields, key, strip=False) for key in SEND_FORM_DEFAULTS}
-    data = (await request.form()).get("data")
-    form["data"] = data if isinstance(data, str) else ""
+    form["data"] = ((await read_form(request)).get("data") or [""])[0]
     return form
 
 

@@ -16,6 +16,7 @@ from litestar.response import Redirect, Template
 from litestar.template import TemplateConfig
 
 from control_plane.dashboard.sessions import session_of
+from control_plane.edge.bodies import read_form
 from core import settings
 from tenants.access import ACTIONS, EnvironmentAccess, allows
 from tenants.sessions import Session, SessionRequired
@@ -153,12 +154,10 @@ def env_path(environment_id: str, *parts: str) -> str:
 
 
 async def form_fields(request: Request[Any, Any, Any]) -> dict[str, list[str]]:
-    """Every field of a posted form, values cut to :data:`MAX_FIELD_CHARS`."""
-    form = await request.form()
-    return {
-        key: [value[:MAX_FIELD_CHARS] for value in form.getall(key) if isinstance(value, str)]
-        for key in form
-    }
+    """Every field of a posted form (read within limits: :func:`read_form`), values cut to
+    :data:`MAX_FIELD_CHARS`."""
+    form = await read_form(request)
+    return {key: [value[:MAX_FIELD_CHARS] for value in values] for key, values in form.items()}
 
 
 def field(fields: dict[str, list[str]], name: str, *, strip: bool = True) -> str:

@@ -17,10 +17,10 @@ from litestar import Controller, Litestar, Request, Response, get, post
 from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
 from litestar.di import NamedDependency
-from litestar.enums import RequestEncodingType
 from litestar.handlers.base import BaseRouteHandler
 from litestar.params import Body
 
+from control_plane.edge.bodies import FORM_MAX_BYTES, FORM_TYPE, read_form
 from control_plane.edge.resources import identity_of, resources_of
 from core import settings
 from core.wire_types import Text
@@ -36,7 +36,6 @@ CSRF_FIELD = "csrf_token"  # the hidden field of the dashboard's HTML forms
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 _STATE_KEY = "qc_session"
 _THROTTLE_STATE = "login_throttle"
-_FORM_TYPES = frozenset({RequestEncodingType.URL_ENCODED, RequestEncodingType.MULTI_PART})
 
 
 class LoginRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -119,15 +118,16 @@ async def require_csrf(
         raise CsrfFailed
 
 
-async def form_field(connection: ASGIConnection[Any, Any, Any, Any], name: str) -> str | None:
-    """A field of a form-encoded request body (None for any other body).
-
-    Litestar keeps the parsed form on the connection, so the handler reads it again for free.
+async def form_field(
+    connection: ASGIConnection[Any, Any, Any, Any], name: str, max_bytes: int = FORM_MAX_BYTES
+) -> str | None:
+    """A field of a form-encoded request body (None for any other body), read within
+    ``max_bytes`` (:func:`control_plane.edge.bodies.read_form`, which keeps the form for the handler).
     """
-    if not isinstance(connection, Request) or connection.content_type[0] not in _FORM_TYPES:
+    if not isinstance(connection, Request) or connection.content_type[0] != FORM_TYPE:
         return None
-    value = (await connection.form()).get(name)
-    return value if isinstance(value, str) else None
+    values = (await read_form(connection, max_bytes)).get(name)
+    return values[0] if values else None
 
 
 def session_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Session:
@@ -138,8 +138,12 @@ def session_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Session:
     return session
 
 
-SIGNUP_POLICY = ThrottlePolicy(
-    max_failures_per_account=5, max_failures_per_address=20, window_ms=3600 * 1000
+SIGNUP_POLICY = ThrottlePolicy(  # every sign-up counts: 5 an hour per email, 20 per address
+    max_failures_per_account_and_address=5,
+    max_failures_per_address=20,
+    window_ms=3600 * 1000,
+    max_failures_per_account=5,
+    account_window_ms=3600 * 1000,
 )
 _SIGNUP_THROTTLE_STATE = "signup_throttle"
 

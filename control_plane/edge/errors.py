@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from litestar import MediaType, Request, Response
 from litestar.exceptions import (
@@ -50,6 +50,9 @@ STATUS_BY_CODE: dict[str, int] = {
     "TOPIC_EXISTS": 409,
     "TOPIC_LIMIT_REACHED": 409,
     "PAYLOAD_TOO_LARGE": 413,
+    "UNSUPPORTED_MEDIA_TYPE": 415,
+    "REQUEST_TIMEOUT": 408,  # from the HTTP server itself (control_plane.http_limits)
+    "REQUEST_HEADERS_TOO_LARGE": 431,  # likewise
     "VALIDATION_ERROR": 422,
     "QUOTA_EXCEEDED": 422,
     "RATE_LIMIT_EXCEEDED": 429,
@@ -68,6 +71,7 @@ _CODE_BY_STATUS = {
     405: "METHOD_NOT_ALLOWED",
     409: "CONFLICT",
     413: "PAYLOAD_TOO_LARGE",
+    415: "UNSUPPORTED_MEDIA_TYPE",
     429: "RATE_LIMIT_EXCEEDED",
     503: "SERVICE_UNAVAILABLE",
 }
@@ -220,77 +224,84 @@ def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response
     return error_response(request, status, code, message, headers=exc.headers)
 
 
-def _backing_service_down(exc: BaseException) -> str | None:
-    """Which backing service an exception says is unreachable, if any."""
-    import botocore.exceptions
+class _Answer(NamedTuple):
+    """How an exception from a backing service is answered."""
+
+    status: int
+    code: str
+    message: str
+    retry: bool = True  # with Retry-After: 1
+
+
+_UNREACHABLE = "QueueCore cannot reach {} right now; retry shortly."
+_CONFLICTED = "A concurrent update conflicted with this request; nothing was changed. Retry it."
+
+
+def _database_answer(exc: BaseException) -> _Answer | None:
+    """The documented answer to a PostgreSQL error (docs/faults.md, "Database errors"), by
+    psycopg's class of its SQLSTATE; None for a programming error (a bug: 500) or another
+    exception."""
     import psycopg
     import psycopg_pool
-    import redis
     from psycopg import errors as pg_errors
 
-    if isinstance(
-        exc,
-        pg_errors.TransactionRollback | pg_errors.DeadlockDetected | pg_errors.SerializationFailure,
-    ):
-        return None  # a deadlock or serialisation failure: handled as a conflict, not an outage
-    if isinstance(exc, psycopg.OperationalError | psycopg_pool.PoolTimeout):
-        return "the metadata store"
+    if isinstance(exc, pg_errors.TransactionRollback | pg_errors.DeadlockDetected):
+        return _Answer(503, "SERVICE_UNAVAILABLE", _CONFLICTED)  # 40xxx: safe to retry
+    if isinstance(exc, psycopg.IntegrityError):  # 23xxx: a concurrent change won a race
+        return _Answer(409, "CONFLICT", "The request conflicts with a concurrent change.", False)
+    if isinstance(exc, psycopg.DataError):  # 22xxx: a value the database cannot hold
+        message = "A value in the request is outside what QueueCore can store."
+        return _Answer(422, "VALIDATION_ERROR", message, False)
+    outage = (
+        psycopg.OperationalError,  # connection, timeouts, shutdown, resources, DatabaseStalled
+        psycopg.InterfaceError,  # a connection the client already closed
+        psycopg.InternalError,  # 25xxx (idle-in-transaction timeout, read-only), XX000
+        psycopg_pool.PoolTimeout,
+    )
+    if isinstance(exc, outage):
+        return _Answer(503, "SERVICE_UNAVAILABLE", _UNREACHABLE.format("the metadata store"))
+    return None
+
+
+def _service_answer(exc: BaseException) -> _Answer | None:
+    """A 503 for Redis or S3 out of reach."""
+    import botocore.exceptions
+    import redis
+
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
-        return "the cache"
+        return _Answer(503, "SERVICE_UNAVAILABLE", _UNREACHABLE.format("the cache"))
     if isinstance(
         exc,
         botocore.exceptions.EndpointConnectionError
         | botocore.exceptions.ConnectTimeoutError
         | botocore.exceptions.ReadTimeoutError,
     ):
-        return "object storage"
+        return _Answer(503, "SERVICE_UNAVAILABLE", _UNREACHABLE.format("object storage"))
     return None
 
 
-def _is_transaction_conflict(exc: BaseException) -> bool:
-    """PostgreSQL rolled the transaction back (deadlock, serialisation failure): safe to retry."""
-    from psycopg import errors as pg_errors
-
-    return isinstance(
-        exc,
-        pg_errors.TransactionRollback | pg_errors.DeadlockDetected | pg_errors.SerializationFailure,
-    )
-
-
 def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
-    """A backing service down is a retryable 503; anything else is a bug: trace in the log only."""
+    """A backing service's error is answered as documented; anything else is a bug: trace in
+    the log only."""
     request_id(request.scope)
-    if _is_transaction_conflict(exc):
-        log.warning("transaction_conflict", error=type(exc).__name__, path=request.url.path)
+    answer = _database_answer(exc) or _service_answer(exc)
+    if answer is None:
+        log.error("unhandled_exception", method=request.method, path=request.url.path, exc_info=exc)
         return error_response(
             request,
-            503,
-            "SERVICE_UNAVAILABLE",
-            "A concurrent update conflicted with this request; nothing was changed. Retry it.",
-            headers={"Retry-After": "1"},
+            500,
+            "INTERNAL_ERROR",
+            "An unexpected error occurred; quote the request id when reporting it",
         )
-    service = _backing_service_down(exc)
-    if service is not None:
-        log.warning(
-            "backing_service_unavailable",
-            service=service,
-            error=type(exc).__name__,
-            path=request.url.path,
-        )
-        return error_response(
-            request,
-            503,
-            "SERVICE_UNAVAILABLE",
-            f"QueueCore cannot reach {service} right now; retry shortly.",
-            headers={"Retry-After": "1"},
-        )
-    log.error("unhandled_exception", method=request.method, path=request.url.path, exc_info=exc)
-    return error_response(
-        request,
-        500,
-        "INTERNAL_ERROR",
-        "An unexpected error occurred; quote the request id when reporting it",
+    log.warning(
+        "backing_service_error",
+        status=answer.status,
+        error=type(exc).__name__,
+        sqlstate=getattr(exc, "sqlstate", None),
+        path=request.url.path,
     )
+    headers = {"Retry-After": "1"} if answer.retry else None
+    return error_response(request, answer.status, answer.code, answer.message, headers=headers)
 
 
 def handle_undecodable(

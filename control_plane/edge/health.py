@@ -81,7 +81,8 @@ async def run_checks(resources: Resources) -> dict[str, str]:
     """Probe each dependency concurrently, each within :data:`CHECK_TIMEOUT_S`."""
     probes: dict[str, Callable[[], Awaitable[None]]] = {
         "postgres": lambda: ping(resources.db, CHECK_TIMEOUT_S),
-        "s3": lambda: anyio.to_thread.run_sync(resources.objects.ping),
+        # Abandoned at the limit: a thread blocked on a frozen S3 must not hold the answer.
+        "s3": lambda: anyio.to_thread.run_sync(resources.objects.ping, abandon_on_cancel=True),
         "redis": lambda: _redis(resources),
     }
     results = await asyncio.gather(*(_outcome(probe) for probe in probes.values()))

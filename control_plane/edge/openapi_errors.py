@@ -30,12 +30,16 @@ DESCRIPTIONS: dict[int, str] = {
     400: "Malformed request: the body is not JSON (or not UTF-8, or nested too deeply)",
     401: "No valid credentials: the API key (or the session) is missing, invalid or revoked",
     403: "The key lacks the route's scope, or the CSRF token is missing",
+    408: "The HTTP server closed a request whose head or body did not arrive in time",
     404: "The topic, group, member, key or other resource named in the path does not exist",
     409: "Conflicts with the current state (exists already, limit reached, stale lease, …)",
     413: "The request body or a message is larger than allowed",
+    415: "The body is not declared `application/json` (`Content-Type`)",
     416: "The offset is outside the partition's retained range",
     422: "A field or parameter is invalid; `details` names each one",
-    429: "Rate limit exceeded; retry after `Retry-After` seconds",
+    429: "Rate limit exceeded (or too many connections from one address); retry after "
+    "`Retry-After` seconds",
+    431: "The request head is over 64 KiB or 200 header fields (the HTTP server's own answer)",
     503: "A backing service is unreachable or the write's outcome is unknown; retry",
 }
 
@@ -75,12 +79,12 @@ def error_body_schema() -> Schema:
 
 def statuses_for(path: str, method: str, operation: Operation) -> list[int]:
     """The error statuses an operation can answer, from what every route shares."""
-    statuses = {400}
+    statuses = {400, 408, 431}  # the HTTP server's own answers, on any request
     has_input = bool(operation.parameters) or operation.request_body is not None
     if has_input:
         statuses.add(422)
     if operation.request_body is not None:
-        statuses.add(413)
+        statuses |= {413, 415}
     if "{" in path or path.startswith("/v1/alerts/"):  # a named resource, or the one endpoint
         statuses.add(404)
     if path.startswith("/v1/"):

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 import msgspec
 
-from core.wire_types import Text
+from data_plane.deadletters.endpoint_urls import MAX_URL_LENGTH, URL_PATTERN
+
+# A plain type: the service checks it (data_plane.deadletters.endpoint_urls); the document says
+# which URLs it certainly accepts.
+EndpointUrl = Annotated[
+    str,
+    msgspec.Meta(extra_json_schema={"pattern": URL_PATTERN, "maxLength": MAX_URL_LENGTH}),
+]
 
 
 class AlertEndpointRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``PUT /v1/alerts/endpoint``: where alerts go; ``rotateSecret`` makes a new signing secret."""
 
-    url: Text
+    url: EndpointUrl
     rotate_secret: bool = False
 
 

@@ -23,6 +23,7 @@ import psycopg
 from core.errors import NotFound, ValidationFailed
 from data_plane.deadletters import queries as q
 from data_plane.deadletters.alert_schemas import DlqThresholdReached
+from data_plane.deadletters.endpoint_urls import BadEndpointUrl, canonical_url
 from data_plane.deadletters.webhooks import literal_refusal
 from data_plane.groups.service import Conn, dead_letter_depth
 from data_plane.read.schemas import iso_timestamp
@@ -31,7 +32,6 @@ from tenants.ids import new_id, random_base62
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 (the prefix of every secret, not one)
 SECRET_LENGTH = 32
-MAX_URL_LENGTH = 2048
 DLQ_THRESHOLD_REACHED = "dlq.threshold_reached"
 STALE_DELIVERY_S = 120.0  # a pending delivery this far past its due time lost its queued task
 REQUEUE_LIMIT = 100
@@ -85,28 +85,16 @@ def secret_hint(secret: str) -> str:
 
 
 def check_url(url: str, allow_private: bool) -> str:
-    """``url`` if it can be an endpoint (http or https, a host, at most 2048 characters)."""
-    problem = _url_problem(url, allow_private)
-    if problem is not None:
-        raise ValidationFailed(f"url: {problem}", field="url")
-    return url
-
-
-def _url_problem(url: str, allow_private: bool) -> str | None:
-    if len(url) > MAX_URL_LENGTH:
-        return f"must be at most {MAX_URL_LENGTH} characters, got {len(url)}"
-    if any(c.isspace() or not c.isprintable() for c in url):
-        return "must not contain spaces or control characters"
+    """``url`` in its canonical form (:func:`canonical_url`: the rules the delivery applies) if
+    it can be an endpoint; with the guard on, its host must not be a private address."""
     try:
-        parts = urlsplit(url)
-        _ = parts.port  # raises on a port that is not a number in 0-65535
-    except ValueError:
-        return f"is not a valid URL: {url[:100]!r}"
-    if parts.scheme.lower() not in ("http", "https"):
-        return "must be an http or https URL"
-    if not parts.hostname:
-        return "must name a host"
-    return None if allow_private else literal_refusal(parts.hostname)
+        canonical = canonical_url(url)
+    except BadEndpointUrl as exc:
+        raise ValidationFailed(f"url: {exc}", field="url") from None
+    refused = None if allow_private else literal_refusal(urlsplit(canonical).hostname or "")
+    if refused is not None:
+        raise ValidationFailed(f"url: {refused}", field="url")
+    return canonical
 
 
 async def get_endpoint(conn: Conn, environment_id: str) -> AlertEndpoint:

@@ -22,6 +22,7 @@ import httpx
 
 from core.settings import WebhookSettings
 from data_plane.deadletters import queries as q
+from data_plane.deadletters.endpoint_urls import BadEndpointUrl, canonical_url
 from data_plane.groups.service import Conn
 from observability.logging import get_logger
 
@@ -120,7 +121,7 @@ async def pinned_request(url: str, allow_private: bool) -> tuple[httpx.URL, dict
     With the guard on, the connection goes to the address that was checked (the host name stays
     in the Host header and TLS server name), so a second DNS answer cannot swap in a private one.
     """
-    target = httpx.URL(url)
+    target = httpx.URL(canonical_url(url))  # stored by an older version: perhaps not canonical
     if allow_private:
         return target, {}
     port = target.port or (443 if target.scheme == "https" else 80)
@@ -148,9 +149,11 @@ async def post(url: str, headers: dict[str, str], body: bytes, cfg: WebhookSetti
         target, extensions = await pinned_request(url, cfg.allow_private)
     except AddressRefused as exc:
         return Attempt(None, str(exc), retryable=False)
+    except BadEndpointUrl as exc:  # saved before the rules were the delivery's own
+        return Attempt(None, _short(f"refused: the URL {exc}"), retryable=False)
     except OSError as exc:  # the name did not resolve: perhaps a DNS outage
         return Attempt(None, _short(f"DNS lookup failed: {exc}"), retryable=True)
-    host_header = {"Host": httpx.URL(url).netloc.decode("ascii")}
+    host_header = {"Host": httpx.URL(canonical_url(url)).netloc.decode("ascii")}  # checked above
     try:
         async with (
             httpx.AsyncClient(timeout=cfg.timeout_ms / 1000, trust_env=False) as client,
@@ -197,10 +200,21 @@ async def deliver(conn: Conn, delivery_id: str, cfg: WebhookSettings) -> Outcome
         if row["url"] is None:
             attempt = Attempt(None, "no alert endpoint is configured", retryable=False)
         else:
-            body = body_of(row["payload"])
-            headers = headers_for(delivery_id, row["event"], row["secret"], body)
-            attempt = await post(row["url"], headers, body, cfg)
+            attempt = await _attempt(row, cfg)
         return await _record(conn, row, attempt, cfg)
+
+
+async def _attempt(row: dict[str, Any], cfg: WebhookSettings) -> Attempt:
+    """One POST of the row's payload. Whatever goes wrong is a failed attempt, counted against
+    ``max_attempts``: an error that escaped would leave the row pending, uncounted, for the stale
+    sweep to queue again for ever."""
+    try:
+        body = body_of(row["payload"])
+        headers = headers_for(row["id"], row["event"], row["secret"], body)
+        return await post(row["url"], headers, body, cfg)
+    except Exception as exc:
+        log.error("webhook_attempt_crashed", delivery_id=row["id"], exc_info=exc)
+        return Attempt(None, _short(f"{type(exc).__name__}: {exc}"), retryable=True)
 
 
 async def _record(

@@ -31,6 +31,8 @@ from data_plane.delivery.store import (
 from data_plane.read.reader import SegmentReader
 from observability import metrics
 
+MAX_EXTEND_S = 43_200  # an extension reaches at most 12 h from now
+
 
 @dataclass
 class _AckPlan:
@@ -309,8 +311,8 @@ async def extend(conn: Conn, ref: GroupRef, ack_ids: list[str], seconds: int) ->
     A range lease all of whose open offsets are named is extended as a whole; named offsets
     of a range that are only part of it leave it for per-message rows, extended one by one.
     """
-    if not 1 <= seconds <= 43_200:
-        raise ValidationFailed("seconds must be between 1 and 43200", field="seconds")
+    if not 1 <= seconds <= MAX_EXTEND_S:
+        raise ValidationFailed(f"seconds must be between 1 and {MAX_EXTEND_S}", field="seconds")
     ranged, per_message = group_by_lease(sorted(set(ack_ids)))
     leases = await lock_for(conn, ref, list(ranged), per_message)
     whole: dict[str, list[str]] = {}

@@ -71,8 +71,9 @@ async def _pull(
     selects the index rows of the fresh offsets and, when none of its partitions has redelivery
     work due, leases those offsets, one range per partition, and commits: one round trip. The
     messages are read afterwards (:func:`_read_leased`). With redeliveries due it leases nothing
-    and the pull runs as one transaction instead (:func:`_pull_in_transaction`). On an
-    at-least-once topic the commit does not wait for the WAL flush (docs/decisions.md §11).
+    and the pull runs as one transaction instead (:func:`_pull_in_transaction`). The commit
+    waits for the WAL flush on every topic: a lease a crash forgot would hand its messages out
+    again as attempt 1 (docs/decisions.md §11).
 
     ``owned`` is how many partitions the member owned at its previous pull, if known (else the
     topic's partition count is used): the statement gets that many lease ids, at most
@@ -115,7 +116,7 @@ def _pull_params(ref: GroupRef, member_id: str, limit: int, lease_ids: list[str]
         "member_id": member_id,
         "topic_id": ref.topic_id,
         "limit": limit,
-        "async_commit": not ref.exactly_once,
+        "async_commit": False,  # leases are durable before a consumer sees them (§11)
         "lease_ids": lease_ids,
     }
 

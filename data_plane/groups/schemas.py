@@ -6,9 +6,21 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from core.wire_types import BIGINT_MAX, Int64, Text
+from core.wire_types import BIGINT_MAX, Text, duration_json_schema
+from data_plane.groups.service import ACK_TIMEOUT_MS, RETRY_DELAY_MS, SESSION_TIMEOUT_MS
 
-Duration = Text | Int64
+# Plain types: parse_duration_ms checks them (its messages are friendlier than a pattern's); the
+# OpenAPI document says what it accepts, from the same bounds.
+Duration = str | int
+AckTimeout = Annotated[
+    Duration, msgspec.Meta(extra_json_schema=duration_json_schema(*ACK_TIMEOUT_MS))
+]
+SessionTimeout = Annotated[
+    Duration, msgspec.Meta(extra_json_schema=duration_json_schema(*SESSION_TIMEOUT_MS))
+]
+RetryDelay = Annotated[
+    Duration, msgspec.Meta(extra_json_schema=duration_json_schema(*RETRY_DELAY_MS))
+]
 Window = Annotated[
     int,
     msgspec.Meta(
@@ -27,7 +39,7 @@ class DeadLetterConfig(msgspec.Struct, rename="camel", forbid_unknown_fields=Tru
     """Retries before a message is dead-lettered, the base of the exponential backoff, the alert level."""
 
     max_retries: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 5
-    retry_delay: Duration = "30s"
+    retry_delay: RetryDelay = "30s"
     alert_threshold: Annotated[int, msgspec.Meta(ge=1, le=BIGINT_MAX)] | None = None
 
 
@@ -35,9 +47,9 @@ class GroupConfigRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=T
     """``PUT /v1/topics/{topic}/groups/{group}``."""
 
     start_from: Literal["earliest", "latest"] = "latest"
-    ack_timeout: Duration = "30s"
+    ack_timeout: AckTimeout = "30s"
     max_in_flight: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1000
-    session_timeout: Duration = "30s"
+    session_timeout: SessionTimeout = "30s"
     dead_letter: DeadLetterConfig | None = None
 
 
@@ -46,7 +58,7 @@ class JoinRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
 
     member_id: Text | None = None
     client_id: Annotated[Text, msgspec.Meta(max_length=200)] = ""
-    session_timeout: Duration | None = None
+    session_timeout: SessionTimeout | None = None
     max_in_flight: Window | None = None  # the member's own window; a rejoin without it keeps it
 
 

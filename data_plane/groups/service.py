@@ -26,7 +26,7 @@ from observability.logging import get_logger
 from tenants.ids import new_id
 
 HEARTBEAT_DIVISOR = 3  # heartbeat three times per session timeout, as Kafka clients do
-_DURATION = re.compile(r"^(\d+)(ms|s|m|h)$")
+_DURATION = re.compile(r"^([0-9]+)(ms|s|m|h)$")  # ASCII digits only, as documented
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 log = get_logger("queuecore.groups")

@@ -22,6 +22,7 @@ from data_plane.deadletters.service import (
     Replayed,
 )
 from data_plane.delivery import AckOutcome, AckRejected, Delivery, GroupRef, Pulled
+from data_plane.delivery.acks import MAX_EXTEND_S
 from data_plane.errors import (
     MessageTooLarge,
     PublishOutcomeUnknown,
@@ -40,9 +41,10 @@ from data_plane.groups.schemas import (
     HeartbeatResponse,
     JoinRequest,
     JoinResponse,
+    RetryDelay,
     Window,
 )
-from data_plane.groups.service import format_duration_ms
+from data_plane.groups.service import GROUP_NAME, format_duration_ms
 from data_plane.read.reader import (
     OffsetOutOfRange,
     PartitionNotFound,
@@ -75,7 +77,7 @@ from data_plane.topics.schemas import (
     TopicView,
     UpdateTopicRequest,
 )
-from data_plane.topics.service import DELIVERIES, LATENCY_CLASSES
+from data_plane.topics.service import DELIVERIES, LATENCY_CLASSES, MAX_NAME_LENGTH, NAME_PATTERN
 from data_plane.topics.traffic import WINDOWS, TrafficSeries, TrafficWindow
 from data_plane.write.publish import Published, TopicRoute, message_id
 from data_plane.write.records import Appended, OutOfOrderSequence, ProducerBatch
@@ -86,11 +88,15 @@ __all__ = [
     "BYTES",
     "DELIVERIES",
     "ENCODINGS",
+    "GROUP_NAME",
     "JSON",
     "KEEPALIVE_S",
     "LAG_BUCKET_S",
     "LATENCY_CLASSES",
     "MAX_DEAD_LETTER_PAGE",
+    "MAX_EXTEND_S",
+    "MAX_NAME_LENGTH",
+    "NAME_PATTERN",
     "NULL",
     "SETTLED_ACK_GRACE_S",
     "SNAPSHOT_KEEP_S",
@@ -146,6 +152,7 @@ __all__ = [
     "QuotaExceeded",
     "ReadResult",
     "Replayed",
+    "RetryDelay",
     "Scope",
     "StoredMessage",
     "Stream",

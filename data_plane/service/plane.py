@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass
 
-from core.db import AsyncPool, Conn
+from core.db import AsyncPool, Conn, rearm
 from core.object_store import ObjectStore
 from core.settings import DataPlaneSettings
 from data_plane import delivery
@@ -193,6 +193,7 @@ class DataPlane:
         with self.listener.watch(ref.topic_id) as watch:
             while True:
                 watch.event.clear()
+                rearm()  # each pull gets the request's whole time for PostgreSQL
                 pulled = await self._pull(environment_id, ref, member_id, max_messages, pulled)
                 ref, watch.partitions, watch.full = pulled.ref, pulled.partitions, pulled.full
                 remaining = deadline - loop.time()
@@ -220,6 +221,7 @@ class DataPlane:
         first = await self._pull(environment_id, ref, member_id, batch)
 
         def pull_again(previous: Pulled) -> Awaitable[Pulled]:
+            rearm()  # each pull of a stream gets the request's whole time for PostgreSQL
             return self._pull(environment_id, previous.ref, member_id, batch, previous)
 
         return Stream(first, pull_again, self.listener, self.stopping.is_set, batch)

@@ -7,10 +7,28 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from core.wire_types import Int64, Text
+from core.wire_types import Text
+from data_plane.topics.service import (
+    MAX_NAME_LENGTH,
+    MAX_PARTITIONS,
+    NAME_PATTERN,
+    RETENTION_PATTERN,
+)
 
 Delivery = Literal["exactly-once", "at-least-once"]
 LatencyClass = Literal["express", "standard"]
+# Plain types: the service checks these (its messages are friendlier than a pattern's, and a NUL
+# or a huge number never passes it); the OpenAPI document says what it accepts.
+TopicName = Annotated[
+    str,
+    msgspec.Meta(
+        extra_json_schema={"pattern": NAME_PATTERN, "minLength": 1, "maxLength": MAX_NAME_LENGTH}
+    ),
+]
+Retention = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": RETENTION_PATTERN})]
+Partitions = Annotated[
+    int, msgspec.Meta(extra_json_schema={"minimum": 1, "maximum": MAX_PARTITIONS})
+]
 
 IdempotencyKey = Annotated[Text, msgspec.Meta(min_length=1, max_length=256)]
 
@@ -18,18 +36,18 @@ IdempotencyKey = Annotated[Text, msgspec.Meta(min_length=1, max_length=256)]
 class CreateTopicRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``POST /v1/topics``."""
 
-    name: Text
-    retention: Text = "7d"
+    name: TopicName
+    retention: Retention = "7d"
     delivery: Delivery = "exactly-once"
-    partitions: Int64 = 3
+    partitions: Partitions = 3
     latency_class: LatencyClass = "express"
 
 
 class UpdateTopicRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """``PATCH /v1/topics/{topic}``: raise partitions, change retention or latency class."""
 
-    partitions: Int64 | None = None
-    retention: Text | None = None
+    partitions: Partitions | None = None
+    retention: Retention | None = None
     latency_class: LatencyClass | None = None
 
 

@@ -29,7 +29,9 @@ from tenants.models import Organisation
 MAX_NAME_LENGTH = 249
 MAX_PARTITIONS = 4096  # the schema's ceiling, whatever the tier
 _NAME_SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
-_RETENTION = re.compile(r"([0-9]{1,9})([dhm])")
+RETENTION_PATTERN = r"^[1-9][0-9]{0,8}[dhm]$"  # the OpenAPI document says the same
+NAME_PATTERN = r"^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*$"
+_RETENTION = re.compile(RETENTION_PATTERN)
 _UNIT_S = {"d": 86_400, "h": 3_600, "m": 60}
 DELIVERIES = ("exactly-once", "at-least-once")
 LATENCY_CLASSES = ("express", "standard")
@@ -83,15 +85,15 @@ def validate_name(name: str) -> str:
 
 
 def parse_retention(text: str) -> int:
-    """``"30d"``, ``"12h"`` or ``"90m"`` → seconds (positive)."""
-    match = _RETENTION.fullmatch(text.strip())
-    if match is None or int(match.group(1)) == 0:
+    """``"30d"``, ``"12h"`` or ``"90m"`` → seconds (positive; no sign, space or leading zero)."""
+    match = _RETENTION.fullmatch(text)
+    if match is None:
         raise ValidationFailed(
             f"retention: '{text}' is not a positive duration such as '7d', '12h' or '90m' "
             "(units d, h, m)",
             field="retention",
         )
-    return int(match.group(1)) * _UNIT_S[match.group(2)]
+    return int(text[:-1]) * _UNIT_S[text[-1]]
 
 
 def format_retention(seconds: int) -> str:

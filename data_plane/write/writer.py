@@ -52,6 +52,7 @@ import msgspec
 import psycopg
 import psycopg_pool
 
+from core import db
 from core.db import AsyncPool, autocommit
 from core.object_store import ObjectStore
 from core.settings import WriterSettings
@@ -72,6 +73,7 @@ MAX_FLUSH_ATTEMPTS = 3
 INLINE_ENCODE_BYTES = 64 * 1024  # smaller flushes encode on the event loop, larger in a thread
 MESSAGE_OVERHEAD_BYTES = 20  # per-message columns in a block (timestamp, lengths)
 RESOLVE_RETRY_S = 0.2  # between attempts to learn a lost commit's outcome
+_NOT_STARTED = "no flush could start in time (earlier ones are stalled); nothing was written"
 _OUTCOME_UNKNOWN_CLASSES = frozenset({"08", "57", "58", "XX"})  # SQLSTATE classes
 
 
@@ -131,6 +133,7 @@ class _Publish:
     size_bytes: int
     results: list[Placement | None] = field(default_factory=list)
     queued_s: float = 0.0  # time.monotonic() when it was handed to the writer
+    expires_s: float | None = None  # its request's deadline for PostgreSQL (core.db.deadline)
     clock: FlushClock | None = None  # the stamps of the flush that answered it
     # Its first entry's idempotency key stands for all of its entries, which are consecutive in
     # one partition (a Kafka record batch): a duplicate key answers the whole publish.
@@ -279,7 +282,11 @@ class SegmentWriter:
         # publish still waiting for its flush is abandoned (:meth:`_abandon`).
         future.add_done_callback(consume_exception)
         size = sum(map(entry_size, entries)) if size_bytes is None else size_bytes
-        publish = _Publish(topic, entries, future, size, queued_s=time.monotonic(), whole=whole)
+        now_s, left_s = time.monotonic(), db.remaining_s()
+        expires_s = None if left_s is None else now_s + left_s
+        publish = _Publish(
+            topic, entries, future, size, queued_s=now_s, whole=whole, expires_s=expires_s
+        )
         self._pending.append(publish)
         self._pending_bytes += size
         deadline = self._due_at(topic.latency_class)
@@ -354,7 +361,8 @@ class SegmentWriter:
             await self._wait_until_due()
             if not self._pending:
                 return  # closing and drained
-            await self._slots.acquire()
+            if not await self._take_slot():
+                continue
             batch, self._pending = self._pending, []
             self.flushes_started += 1
             self._pending_bytes, self._deadline = 0, None
@@ -363,6 +371,36 @@ class SegmentWriter:
             self._flushes.add(task)
             self._uploading[task] = now_s
             task.add_done_callback(self._flush_done)
+
+    async def _take_slot(self) -> bool:
+        """A flush slot; False when every waiting publish gave up first (see :meth:`_expire`)."""
+        while self._slots.locked():  # every slot taken: flushes stalled on PostgreSQL or S3
+            next_expiry_s = self._expire()
+            if not self._pending:
+                return False
+            delay_s = None if next_expiry_s is None else next_expiry_s - time.monotonic()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay_s):
+                    await self._slots.acquire()
+                    return True
+        await self._slots.acquire()
+        return True
+
+    def _expire(self) -> float | None:
+        """Fail the waiting publishes whose request's deadline passed before any flush took
+        them (nothing of them is written); the earliest deadline of those left."""
+        now_s, kept = time.monotonic(), []
+        for publish in self._pending:
+            if publish.expires_s is not None and publish.expires_s <= now_s:
+                self._pending_bytes -= publish.size_bytes
+                _set_exception(publish.future, PublishUnavailable(_NOT_STARTED))
+                log.info("publish_expired", topic_id=publish.topic.id)
+            else:
+                kept.append(publish)
+        self._pending = kept
+        if not kept:
+            self._deadline = None
+        return min((p.expires_s for p in kept if p.expires_s is not None), default=None)
 
     def _flush_done(self, task: asyncio.Task[None]) -> None:
         self._flushes.discard(task)
@@ -453,7 +491,8 @@ class SegmentWriter:
         clock.put_done_s = time.monotonic()
         try:
             try:
-                bases = await self._commit(key, len(data), refs, layout)
+                with db.deadline(_latest_wait_s(publishes)):
+                    bases = await self._commit(key, len(data), refs, layout)
             except _LostReply as lost:
                 log.warning("segment_commit_reply_lost", object_key=key)
                 bases = await self._resolve(key, lost)
@@ -680,6 +719,15 @@ def _settle_whole(publish: _Publish, winners: dict[tuple[str, str], Placement]) 
 
 
 # --- futures ----------------------------------------------------------------------------------
+
+
+def _latest_wait_s(publishes: list[_Publish]) -> float | None:
+    """How long the flush's commit may wait on PostgreSQL: until the last of its publishes'
+    requests gives up (no limit when one of them has none)."""
+    expiries = [p.expires_s for p in publishes]
+    if any(expires_s is None for expires_s in expiries):
+        return None
+    return max(e for e in expiries if e is not None) - time.monotonic()
 
 
 def _waiting(publishes: list[_Publish]) -> int:

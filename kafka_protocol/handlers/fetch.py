@@ -16,6 +16,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from core.db import rearm
 from data_plane.service import OffsetOutOfRange, TopicRoute
 from kafka_protocol import wire
 from kafka_protocol.errors import code_of
@@ -90,6 +91,7 @@ async def _read_until(
             for topic_id, partitions in _watched(live).items():
                 watch = stack.enter_context(listener.watch(topic_id, partitions))
                 watch.event = event  # one event for every topic of the fetch
+            rearm()  # each read of a waiting fetch gets the request's whole time for PostgreSQL
             total = await _read_all(session, live, max_bytes)
             remaining = deadline - time.monotonic()
             if total >= min_bytes or remaining <= 0 or not live or session.closing.is_set():

@@ -540,6 +540,63 @@ def test_a_private_address_is_refused_when_the_setting_is_off(
     assert "127.0.0.1 is a loopback address" in row["last_error"]
 
 
+@pytest.mark.parametrize(
+    "stored",
+    ["http://0177.0.0.1/hook", "http://a..b/hook", "http://xn--a.example.com/hook",
+     f"http://{'a' * 64}.example.com/hook"],
+)  # fmt: skip
+def test_a_url_stored_before_the_rules_fails_its_delivery_for_good(
+    client: TestClient,
+    org: NewOrganisation,
+    services: Services,
+    receiver: Receiver,
+    unique: Callable[[str], str],
+    stored: str,
+) -> None:
+    put_endpoint(client, org, receiver.url)
+    group = AlertingGroup(client, org, services, unique("orders"), alertThreshold=1)
+    group._sql(  # as an older version saved it, before the delivery's rules applied at PUT
+        "UPDATE alert_endpoints SET url = %s WHERE environment_id = %s",
+        (stored, org.project.environment("production").id),
+    )
+    group.dead_letter(1)
+    [delivery_id] = check_in_process(group.id).to_send
+
+    outcome = deliver_in_process(delivery_id, WebhookSettings(allow_private=False))
+
+    assert (outcome.status, outcome.attempts, outcome.retry_in_s) == ("failed", 1, None)
+    [row] = group.deliveries()
+    assert row["status"] == "failed" and row["last_error"].startswith("refused"), row
+    assert receiver.requests == []
+
+
+def test_an_attempt_that_crashes_is_counted_and_stops_at_the_cap(
+    client: TestClient,
+    org: NewOrganisation,
+    services: Services,
+    receiver: Receiver,
+    unique: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    put_endpoint(client, org, receiver.url)
+    group = AlertingGroup(client, org, services, unique("orders"), alertThreshold=1)
+    group.dead_letter(1)
+    [delivery_id] = check_in_process(group.id).to_send
+
+    async def crashing(*args: Any) -> webhooks.Attempt:
+        raise RuntimeError("a bug in the sending code")  # what no real receiver can cause
+
+    monkeypatch.setattr(webhooks, "post", crashing)
+    cfg = WebhookSettings(allow_private=True, max_attempts=2, retry_base_ms=0)
+    first = deliver_in_process(delivery_id, cfg)
+    second = deliver_in_process(delivery_id, cfg)
+
+    assert (first.status, first.attempts) == ("pending", 1)
+    assert (second.status, second.attempts) == ("failed", 2)
+    [row] = group.deliveries()
+    assert row["last_error"] == "RuntimeError: a bug in the sending code"
+
+
 def _dead_letter_by_nack(client: TestClient, group: AlertingGroup, count: int) -> None:
     """Publish ``count`` messages and nack them: with maxRetries 0 they go to the DLQ."""
     messages = [{"data": {"n": i}} for i in range(count)]

@@ -20,11 +20,10 @@ from psycopg.rows import dict_row
 from data_plane.groups import pulse
 from data_plane.groups import service as groups
 from data_plane.topics import service as topic_service
-from infra import migrate
-from infra.embedded import EmbeddedPostgres, free_port_block
+from infra.embedded import EmbeddedPostgres
 from tests.faults.cluster import signal_tree
 from tests.support.pulse import pulsing
-from tests.support.services import Services, unavailable
+from tests.support.services import Services, dedicated_postgres
 from tests.support.tenancy import new_organisation, run_in_tx
 
 SESSION_MS = 1_000
@@ -46,26 +45,17 @@ class Stack:
 
 @pytest.fixture
 def stack(services: Services, tmp_path: Path) -> Iterator[Stack]:
-    postgres = EmbeddedPostgres(tmp_path / "postgres", tmp_path / "logs", free_port_block())
-    try:
-        postgres.start()
-        migrate.apply(postgres.url)
-    except Exception as exc:
-        postgres.stop()
-        unavailable(f"a dedicated PostgreSQL: {exc}")
-    org = new_organisation(postgres.url, tier="pro")
-    env = org.project.environment("production")
-    run_in_tx(
-        postgres.url,
-        lambda conn: topic_service.create_topic(
-            conn, org.organisation.id, env.id, "t.outage", partitions=2
-        ),
-    )
-    try:
+    with dedicated_postgres(tmp_path) as postgres:
+        org = new_organisation(postgres.url, tier="pro")
+        env = org.project.environment("production")
+        run_in_tx(
+            postgres.url,
+            lambda conn: topic_service.create_topic(
+                conn, org.organisation.id, env.id, "t.outage", partitions=2
+            ),
+        )
         with pulsing(postgres.url):  # as with any replica up
             yield Stack(postgres, env.id)
-    finally:
-        postgres.stop()
 
 
 async def _join_two(url: str, environment_id: str) -> list[str]:

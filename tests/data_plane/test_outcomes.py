@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
 import pytest
+import structlog
 from litestar.testing import TestClient
 
 from core import settings
@@ -101,9 +102,11 @@ def test_a_lost_reply_with_the_database_gone_is_an_unknown_outcome_resolvable_by
             pool.unreachable = False
         return None
 
-    unknown = with_faulty_writer(work)
+    with structlog.testing.capture_logs() as logged:
+        unknown = with_faulty_writer(work)
     assert isinstance(unknown, PublishOutcomeUnknown)
     assert unknown.code == "PUBLISH_OUTCOME_UNKNOWN"
+    assert [e for e in logged if e["log_level"] == "error"] == []  # its flush was measured
     assert "by-idempotency-key" in unknown.message
     with connect(services.database_url) as conn:
         stored = conn.execute(

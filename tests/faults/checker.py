@@ -28,8 +28,13 @@ ANOMALIES = (
     "committed_offset_moved_back",
     "poll_skip",
     "non_monotonic_poll",
+    "attempt_went_back",
+    "slow_answer",
 )
 EXACTLY_ONCE = "exactly-once"
+ANSWER_BOUND_S = 10.0  # docs/faults.md: QUEUECORE_DATABASE_REQUEST_TIMEOUT_MS + _WRITER_RESOLVE_MS
+CLIENT_SLACK_S = 1.0  # the workload's own event loop, on a loaded machine
+UNTIMED = frozenset({"topic", "final", "fault"})  # set-up, ground truth, the nemesis
 
 Slot = tuple[str, int, int]  # topic, partition, offset
 Stored = tuple[str, int]  # payload id, attempt
@@ -88,6 +93,8 @@ def check(events: Iterable[dict[str, Any]]) -> Report:
     check_committed_offsets(ops, report)
     check_polls(ops, report)
     check_committed_were_delivered(ops, report)
+    check_attempts(ops, report)
+    check_answer_times(ops, report)
     return report
 
 
@@ -294,6 +301,50 @@ def check_committed_were_delivered(ops: list[Op], report: Report) -> None:
             missing = sorted(set(range(first, committed)) - seen[key])
             if missing:
                 report.add("poll_skip", at=list(key), never_delivered=missing[:20])
+
+
+def check_attempts(ops: list[Op], report: Report) -> None:
+    """A message delivered again carries a higher attempt than every earlier delivery of it in
+    its group. Only a pull sent after the earlier delivery was received is compared: its lease
+    is certainly the later one (a stream's events are stamped when the client reads them)."""
+    seen: dict[tuple[str, str, int, int], list[tuple[float, int]]] = defaultdict(list)
+    for op, msg in _delivered(ops):
+        slot = (op.get("topic"), op.get("group"), msg["partition"], msg["offset"])
+        seen[slot].append((op.complete_s or op.invoke_s, msg["attempt"]))
+    for op, msg in _delivered(ops):
+        if op.get("via") != "pull":
+            continue
+        slot = (op.get("topic"), op.get("group"), msg["partition"], msg["offset"])
+        earlier = [attempt for received_s, attempt in seen[slot] if received_s < op.invoke_s]
+        report.checked["attemptsCompared"] += len(earlier)
+        if earlier and msg["attempt"] <= max(earlier):
+            report.add(
+                "attempt_went_back", op=op.id, at=list(slot), was=max(earlier),
+                now=msg["attempt"],
+            )  # fmt: skip
+
+
+def check_answer_times(ops: list[Op], report: Report) -> None:
+    """Every request is answered within the documented bound (a long poll: plus its wait),
+    unless an API replica was frozen or down meanwhile (a stopped server bounds nothing).
+    Stream events and Kafka sends are not single answers: a stream stays open, and a Kafka
+    client's send retries retriable errors on its own (each retry one bounded answer)."""
+    api_faults = [
+        (op.invoke_s, op.complete_s if op.complete_s is not None else float("inf"))
+        for op in of_kind(ops, "fault")
+        if op.get("target") == "api"
+    ]
+    for op in ops:
+        if op.op in UNTIMED or op.complete_s is None or op.get("via") in {"sse", "kafka"}:
+            continue
+        if any(begin <= op.complete_s and op.invoke_s <= end for begin, end in api_faults):
+            continue
+        report.checked["timedAnswers"] += 1
+        took_s = op.complete_s - op.invoke_s
+        slowest_ms = report.checked["slowestAnswerMs"]
+        report.checked["slowestAnswerMs"] = max(slowest_ms, round(took_s * 1000))
+        if took_s > ANSWER_BOUND_S + op.get("waitMs", 0) / 1000 + CLIENT_SLACK_S:
+            report.add("slow_answer", op=op.id, kind=op.op, took_s=round(took_s, 2))
 
 
 __all__ = ["ANOMALIES", "FAIL", "OK", "UNKNOWN", "Report", "check"]

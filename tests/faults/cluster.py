@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -34,11 +35,16 @@ from infra.embedded import (
     die_with_parent,
     free_port_block,
 )
+from tests.faults.history import OK, Recorder
 from tests.support.processes import http_status, wait_for
 from tests.support.services import Services
 
 TARGET_KINDS = ("api", "s3", "postgres", "redis")
 FAULT_KINDS = ("kill", "freeze")
+STATEMENT_TIMEOUT_S = 5.0  # the replicas' QUEUECORE_DATABASE_STATEMENT_TIMEOUT_MS (the default)
+LONG_FREEZE_S = (STATEMENT_TIMEOUT_S + 7.0, STATEMENT_TIMEOUT_S + 13.0)  # past the answers'
+# bound too (docs/faults.md): PostgreSQL cannot time out its own statements while stopped, so
+# only the client's bounds end these waits
 
 
 class Target(Protocol):
@@ -148,6 +154,16 @@ def signal_tree(root: subprocess.Popen[bytes], sig: int) -> int:
     return reached
 
 
+def client_backends(postmaster: subprocess.Popen[bytes]) -> int:
+    """PostgreSQL's backends serving a client connection: their title names the client's
+    address and port (``postgres: user db 127.0.0.1(53124) idle``); its own workers' do not."""
+    titles = []
+    for child in _descendants(postmaster.pid):
+        with contextlib.suppress(psutil.Error):
+            titles.append(" ".join(child.cmdline()))
+    return sum(1 for title in titles if re.search(r"\(\d+\)", title))
+
+
 def _descendants(pid: int) -> list[psutil.Process]:
     try:
         return psutil.Process(pid).children(recursive=True)
@@ -223,6 +239,7 @@ class Fault:
     duration_s: float
     restart_s: float = 0.0
     processes: int = 1  # how many processes the signal reached
+    connections: int = 0  # of those, PostgreSQL backends serving a client connection
 
 
 @dataclass
@@ -233,6 +250,8 @@ class Nemesis:
     seed: int
     kinds: tuple[str, ...] = TARGET_KINDS  # the target kinds to break, in turn
     done: list[Fault] = field(default_factory=list)
+    _postgres_faults: int = 0
+    recorder: Recorder | None = None  # faults go into the history too (the checker's bounds)
 
     def run(self, faults: int, duration_s: float, clock: Callable[[], float]) -> None:
         """Inject ``faults`` faults spread over ``duration_s``, every target kind in turn."""
@@ -263,20 +282,43 @@ class Nemesis:
         root = target.root()
         if root is None:
             return
-        started, down_s = clock(), rng.uniform(1.0, 4.0)
+        fault, down_s = self._shape(kind, fault, rng)
+        connections = client_backends(root) if kind == "postgres" else 0
+        started = clock()
+        op = self._record(kind, target.name, fault)
         if fault == "freeze":
             reached = signal_tree(root, signal.SIGSTOP)
             time.sleep(down_s)
             signal_tree(root, signal.SIGCONT)
-            self.done.append(Fault(f"{kind}:{target.name}", fault, started, down_s, 0, reached))
-            return
-        reached = signal_tree(root, signal.SIGKILL)
-        _reap(root)
-        time.sleep(down_s)
-        began = time.monotonic()
-        _restart(target)
-        restart_s = time.monotonic() - began
-        self.done.append(Fault(f"{kind}:{target.name}", fault, started, down_s, restart_s, reached))
+            restart_s = 0.0
+        else:
+            reached = signal_tree(root, signal.SIGKILL)
+            _reap(root)
+            time.sleep(down_s)
+            began = time.monotonic()
+            _restart(target)
+            restart_s = time.monotonic() - began
+        if op is not None and self.recorder is not None:
+            self.recorder.complete(op, OK)
+        self.done.append(
+            Fault(f"{kind}:{target.name}", fault, started, down_s, restart_s, reached, connections)
+        )
+
+    def _shape(self, kind: str, fault: str, rng: random.Random) -> tuple[str, float]:
+        """The fault and how long it lasts: 1-4 s, but every other PostgreSQL fault, the
+        first included, is a freeze longer than the statement timeout."""
+        down_s = rng.uniform(1.0, 4.0)
+        if kind != "postgres":
+            return fault, down_s
+        self._postgres_faults += 1
+        if self._postgres_faults % 2 == 1:
+            return "freeze", rng.uniform(*LONG_FREEZE_S)
+        return fault, down_s
+
+    def _record(self, kind: str, name: str, fault: str) -> int | None:
+        if self.recorder is None:
+            return None
+        return self.recorder.invoke("fault", "nemesis", target=kind, name=name, fault=fault)
 
     def by_kind(self) -> dict[str, int]:
         """Faults injected, by ``target kind:fault`` (e.g. ``postgres:kill``)."""

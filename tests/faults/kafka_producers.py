@@ -68,6 +68,7 @@ async def _produce(
             attempt=1,
             replica=number % len(workload.bootstraps),
             key=None if key is None else key.decode(),
+            via="kafka",
         )
         value = b'{"pid":"%s","a":1}' % pid.encode()
         try:

@@ -51,7 +51,7 @@ def run(
         urls = [api.url for api in cluster.apis]
         workload = Workload(urls, org.keys["production"].secret, recorder, config)
         workload.bootstraps = [api.bootstrap for api in cluster.apis]
-        nemesis = Nemesis(cluster, seed, targets)
+        nemesis = Nemesis(cluster, seed, targets, recorder=recorder)
         _drive(workload, nemesis, faults, duration_s)
     finally:
         cluster.stop()

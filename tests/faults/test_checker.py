@@ -56,7 +56,8 @@ class History:
             {"partition": 0, "offset": o, "pid": pid, "attempt": n, "ackId": f"{member}-{o}-{n}"}
             for o, pid, n in msgs
         ]
-        self.op("deliver", member, outcome, {"topic": topic, "group": "g"}, messages=messages)
+        begin = {"topic": topic, "group": "g", "via": "pull"}
+        self.op("deliver", member, outcome, begin, messages=messages)
 
     def ack(self, topic: str, member: str, ack_ids: list[str]) -> None:
         begin = {"topic": topic, "group": "g", "ackIds": ack_ids}
@@ -100,6 +101,9 @@ def test_a_healthy_history_has_no_anomaly() -> None:
         "committedOffsetReads": 2,
         "pollSteps": 2,
         "committedOffsetsDelivered": 2,
+        "attemptsCompared": 0,
+        "timedAnswers": 8,
+        "slowestAnswerMs": 1000,
     }
 
 
@@ -275,7 +279,68 @@ def test_a_member_going_back_is_a_non_monotonic_poll(again: int) -> None:
     h.deliver("eo", "c1", [(0, "k1", 1), (1, "k2", 1)])
     h.deliver("eo", "c1", [(again, ["k1", "k2"][again], 1)])
     h.final("eo", [(0, "k1", 1), (1, "k2", 1)])
-    assert names(h) == {"non_monotonic_poll"}
+    assert names(h) == {"non_monotonic_poll", "attempt_went_back"}  # attempt 1 once more
+
+
+def test_a_message_delivered_again_as_the_same_attempt_is_an_attempt_going_back() -> None:
+    h = History()
+    h.publish("alo", ["m1"], [0])
+    h.deliver("alo", "c1", [(0, "m1", 1)])
+    h.op("join", "c2", OK, {"topic": "alo", "group": "g"}, generation=2)  # not a poll anomaly
+    h.deliver("alo", "c2", [(0, "m1", 1)])  # a lease PostgreSQL forgot in a crash
+    h.final("alo", [(0, "m1", 1)])
+    report = check(h.events)
+    assert names(h) == {"attempt_went_back"}
+    assert report.anomalies["attempt_went_back"][0]["now"] == 1
+
+
+def test_a_redelivery_as_the_next_attempt_is_not_an_attempt_going_back() -> None:
+    h = History()
+    h.publish("alo", ["m1"], [0])
+    h.deliver("alo", "c1", [(0, "m1", 1)])
+    h.deliver("alo", "c1", [(0, "m1", 2)])  # after its ack timeout
+    h.final("alo", [(0, "m1", 1)])
+    assert names(h) == set()
+
+
+def test_an_answer_slower_than_the_documented_bound_is_reported() -> None:
+    h = History()
+    h.publish("alo", ["m1"], [0])
+    h.events[-1]["time"] += 20  # answered 21 s after it was sent
+    h.time_s += 20
+    h.final("alo", [(0, "m1", 1)])
+    report = check(h.events)
+    assert names(h) == {"slow_answer"}
+    assert report.anomalies["slow_answer"][0]["kind"] == "publish"
+
+
+def test_a_slow_answer_while_an_api_replica_was_stopped_is_not_the_servers_bound() -> None:
+    h = History()
+    fault = {"type": "invoke", "id": 800, "op": "fault", "process": "nemesis"}
+    h.events.append(fault | {"time": h.time_s + 1.5, "target": "api", "fault": "freeze"})
+    h.publish("alo", ["m1"], [0])
+    h.events[-1]["time"] += 20  # answered 21 s later: the replica was frozen meanwhile
+    h.events.append({"type": "complete", "id": 800, "outcome": OK, "time": h.time_s + 19})
+    h.time_s += 20
+    h.final("alo", [(0, "m1", 1)])
+    assert names(h) == set()
+
+
+def test_a_kafka_send_is_a_client_library_call_not_one_answer() -> None:
+    h = History()
+    h.publish("alo", ["m1"], [0])
+    h.events[-2]["via"] = "kafka"  # the producer retried a retriable error on its own
+    h.events[-1]["time"] += 20
+    h.time_s += 20
+    h.final("alo", [(0, "m1", 1)])
+    assert names(h) == set()
+
+
+def test_a_long_poll_may_take_its_wait_on_top_of_the_bound() -> None:
+    h = healthy()
+    h.time_s += 10.5
+    h.op("deliver", "c1", OK, {"topic": "alo", "group": "g", "via": "pull", "waitMs": 1000})
+    assert names(h) == set()
 
 
 def test_every_anomaly_name_is_covered_by_a_test_above() -> None:

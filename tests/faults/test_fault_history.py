@@ -51,6 +51,13 @@ def test_no_anomaly_under_kills_and_freezes_of_api_s3_postgres_and_redis(
     assert summary["outcomes"]["kafkaProduce"]["ok"] >= 100, summary["outcomes"]
     checked = summary["checked"]
     assert min(checked.get(what, 0) for what in NON_VACUOUS) > 0, checked  # the checks saw data
+    # PostgreSQL's client connections at each of its faults: at most the two replicas' pools
+    # (10 each) and LISTEN connections, and a few made or ended meanwhile; never connections left
+    # behind by freezes piling up.
+    connections = [
+        f["connections"] for f in summary["faultLog"] if f["target"].startswith("postgres")
+    ]
+    assert connections and max(connections) <= 2 * (10 + 1) + 3, connections
     found = {name: n for name, n in summary["anomalies"].items() if n}
     assert not found, (
         f"anomalies {found} (seed {SEED}); first of each: "

@@ -28,6 +28,7 @@ EO, ALO = "faults.eo", "faults.alo"
 DELIVERY = {EO: "exactly-once", ALO: "at-least-once"}
 PARTITIONS = 3
 MAX_ATTEMPTS = 4
+PULL_WAIT_MS = 1000
 
 
 def payload_id(keyed: bool, producer: int, seq: int) -> str:
@@ -48,7 +49,7 @@ class Config:
     producers: int = 4
     kafka_producers: int = 2  # aiokafka producers (tests/faults/kafka_producers.py)
     min_ops: int = 0  # producers go on after the fault period until this many are recorded
-    request_timeout_s: float = 5.0
+    request_timeout_s: float = 20.0  # above the server's bound: the checker times answers
     batch_ratio: float = 0.3
     keyed_ratio: float = 0.7
     nack_ratio: float = 0.03
@@ -211,10 +212,11 @@ class Workload:
             await member.heartbeat_if_due()
             path = f"{member.base}/members/{member.member_id}/pull"
             op = self.recorder.invoke(
-                "deliver", member.process, topic=topic, group=member.group, via="pull"
-            )
+                "deliver", member.process, topic=topic, group=member.group, via="pull",
+                waitMs=PULL_WAIT_MS,
+            )  # fmt: skip
             outcome, response, reason = await self.call(
-                member.replica, "POST", path, {"maxMessages": 50, "waitMs": 1000}
+                member.replica, "POST", path, {"maxMessages": 50, "waitMs": PULL_WAIT_MS}
             )
             messages = _messages(response) if outcome == OK else []
             self.recorder.complete(op, outcome, messages=messages, status=reason)
@@ -232,8 +234,14 @@ class Workload:
             try:
                 while not stream.done():
                     await asyncio.wait({stream}, timeout=0.5)
-                    if self.consumers_stop.is_set() or member.must_rejoin:
-                        stream.cancel()  # an idle stream only sends keep-alive comments
+                    if (self.consumers_stop.is_set() or member.must_rejoin) and not stream.done():
+                        # An idle stream only sends keep-alive comments; a delivery the server
+                        # was sending meanwhile is lost with the connection.
+                        stream.cancel()
+                        self.recorder.instant(
+                            "deliver", member.process, UNKNOWN, topic=member.topic,
+                            group=member.group, via="sse", status="closed by the client",
+                        )  # fmt: skip
             finally:
                 for task in (beat, stream):
                     task.cancel()
@@ -262,8 +270,8 @@ class Workload:
                     await member.after(FAIL, response)
                     return
                 async for kind, data in _sse_events(response):
-                    if kind == "error" or member.must_rejoin or self.consumers_stop.is_set():
-                        member.member_id = None if kind == "error" else member.member_id
+                    if kind == "error":
+                        member.member_id = None
                         break
                     message = _message_view(data)
                     self.recorder.instant(
@@ -275,6 +283,8 @@ class Workload:
                         messages=[message],
                     )
                     pending.append(message)
+                    if member.must_rejoin or self.consumers_stop.is_set():
+                        break  # after recording what did arrive: it was delivered
                     if len(pending) >= 20:
                         await member.settle(pending)
                         pending = []

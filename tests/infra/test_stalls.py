@@ -25,6 +25,7 @@ from data_plane.errors import PublishUnavailable
 from data_plane.write.writer import SegmentWriter
 from tests.data_plane.test_writer import entries, index_rows, new_topic, next_offsets
 from tests.support.services import Services
+from tests.support.tenancy import new_organisation
 
 FAST = WriterSettings(linger_ms=0, standard_linger_ms=30, max_segment_bytes=8 << 20)
 
@@ -107,3 +108,48 @@ def test_a_stalled_commit_fails_fast_and_commits_nothing(services: Services) -> 
     assert elapsed_s < 3.0
     assert index_rows(services.database_url, topic.id) == []
     assert next_offsets(services.database_url, topic.id) == {0: 0}
+
+
+def test_a_cancelled_statement_is_cancelled_in_postgresql_too(services: Services) -> None:
+    """A request that gives up (its client left) abandons its statement: the connection is
+    closed at once, and PostgreSQL is asked to cancel what it was running, so a statement that
+    still waited (here for a lock) never commits afterwards."""
+    org = new_organisation(services.database_url).organisation
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_row() -> None:
+        with connect(services.database_url) as conn:
+            conn.execute("SELECT 1 FROM organisations WHERE id = %s FOR UPDATE", (org.id,))
+            locked.set()
+            release.wait(30)
+            conn.rollback()
+
+    holder = threading.Thread(target=hold_the_row)
+    holder.start()
+    locked.wait(10)
+
+    async def give_up() -> None:
+        pool = async_pool(settings.database(), "test-cancel")
+        await pool.open(wait=True)
+        try:
+            async with pool.connection() as conn:
+                await conn.set_autocommit(True)
+                update = conn.execute(
+                    "UPDATE organisations SET name = 'changed-after-cancel' WHERE id = %s",
+                    (org.id,),
+                )
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(update, 0.4)  # the caller gives up
+            # The cancel request goes out in the background; the lock is released well before
+            # PostgreSQL's own check for a gone client (client_connection_check_interval, 1 s).
+            await asyncio.sleep(0.2)
+        finally:
+            release.set()
+            await asyncio.sleep(1.0)  # the lock is gone: an uncancelled UPDATE would run now
+            await pool.close()
+
+    asyncio.run(give_up())
+    holder.join(10)
+    with connect(services.database_url) as conn:
+        row = conn.execute("SELECT name FROM organisations WHERE id = %s", (org.id,)).fetchone()
+    assert row is not None and row["name"] == org.name

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +27,25 @@ def unavailable(reason: str) -> None:
     if IN_CI:
         pytest.fail(f"required service or tool unavailable in CI: {reason}")
     pytest.skip(reason)
+
+
+@contextmanager
+def dedicated_postgres(root: Path) -> Iterator[EmbeddedPostgres]:
+    """A PostgreSQL of the test's own, migrated, that it may stop, freeze or crash (the
+    session's shared one is never disturbed); stopped afterwards."""
+    from infra import migrate
+
+    postgres = EmbeddedPostgres(root / "postgres", root / "logs", free_port_block())
+    try:
+        postgres.start()
+        migrate.apply(postgres.url)
+    except Exception as exc:
+        postgres.stop()
+        unavailable(f"a dedicated PostgreSQL: {exc}")
+    try:
+        yield postgres
+    finally:
+        postgres.stop()
 
 
 @dataclass

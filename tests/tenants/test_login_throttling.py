@@ -1,4 +1,6 @@
-"""Login throttling: failed sign-ins counted per account and per address, shared by replicas."""
+"""Login throttling: failed sign-ins counted per account and address, per address and per account
+(from unknown addresses), shared by replicas; an owner is never locked out by someone else's
+failures from another address."""
 
 from __future__ import annotations
 
@@ -103,10 +105,12 @@ def verifications(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-def test_after_too_many_wrong_passwords_even_the_right_one_is_refused(
+def test_after_too_many_wrong_passwords_even_the_right_one_is_refused_from_that_address(
     services: Services, throttled: Any, verifications: list[str]
 ) -> None:
-    http = throttled(ThrottlePolicy(max_failures_per_account=5, max_failures_per_address=50))
+    http = throttled(
+        ThrottlePolicy(max_failures_per_account_and_address=5, max_failures_per_address=50)
+    )
     email = new_organisation(services.database_url).owner_email
     # Any spelling the user lookup accepts counts against the same account.
     spellings = [email, email.upper(), f"  {email} ", email.title(), email]
@@ -123,7 +127,9 @@ def test_after_too_many_wrong_passwords_even_the_right_one_is_refused(
 
 def test_the_lock_lifts_once_the_window_has_passed(services: Services, throttled: Any) -> None:
     http = throttled(
-        ThrottlePolicy(max_failures_per_account=2, max_failures_per_address=50, window_ms=1500)
+        ThrottlePolicy(
+            max_failures_per_account_and_address=2, max_failures_per_address=50, window_ms=1500
+        )
     )
     email = new_organisation(services.database_url).owner_email
     assert statuses([post_login(http, email, WRONG_PASSWORD) for _ in range(2)]) == [401, 401]
@@ -135,7 +141,9 @@ def test_the_lock_lifts_once_the_window_has_passed(services: Services, throttled
 def test_another_account_from_the_same_address_is_refused_only_at_the_address_limit(
     services: Services, throttled: Any
 ) -> None:
-    http = throttled(ThrottlePolicy(max_failures_per_account=2, max_failures_per_address=4))
+    http = throttled(
+        ThrottlePolicy(max_failures_per_account_and_address=2, max_failures_per_address=4)
+    )
     locked, other, third = (new_organisation(services.database_url) for _ in range(3))
     failures = [post_login(http, locked.owner_email, WRONG_PASSWORD) for _ in range(2)]
     assert statuses(failures) == [401, 401]
@@ -152,7 +160,9 @@ def test_another_account_from_the_same_address_is_refused_only_at_the_address_li
 def test_a_successful_login_forgets_the_accounts_failures(
     services: Services, throttled: Any
 ) -> None:
-    http = throttled(ThrottlePolicy(max_failures_per_account=2, max_failures_per_address=50))
+    http = throttled(
+        ThrottlePolicy(max_failures_per_account_and_address=2, max_failures_per_address=50)
+    )
     email = new_organisation(services.database_url).owner_email
     attempts = [WRONG_PASSWORD, OWNER_PASSWORD, WRONG_PASSWORD, OWNER_PASSWORD, WRONG_PASSWORD]
     # Without the reset the fourth attempt would meet two failures and be refused.
@@ -164,7 +174,9 @@ def test_a_successful_login_forgets_the_accounts_failures(
 def test_unknown_emails_are_throttled_exactly_like_known_ones(
     services: Services, throttled: Any
 ) -> None:
-    http = throttled(ThrottlePolicy(max_failures_per_account=2, max_failures_per_address=50))
+    http = throttled(
+        ThrottlePolicy(max_failures_per_account_and_address=2, max_failures_per_address=50)
+    )
     known = new_organisation(services.database_url).owner_email
     unknown = f"nobody-{secrets.token_hex(4)}@example.com"
     answers = {
@@ -190,22 +202,25 @@ def comparable(response: httpx.Response) -> tuple[int, str, str, bool]:
 def test_redis_holds_a_hash_of_the_email_never_the_email_and_forgets_it(
     services: Services, throttled: Any
 ) -> None:
-    policy = ThrottlePolicy(max_failures_per_account=3, max_failures_per_address=50)
+    policy = ThrottlePolicy(max_failures_per_account_and_address=3, max_failures_per_address=50)
     http = throttled(policy)
     throttle: LoginThrottle = http.app.state["login_throttle"]
     email = new_organisation(services.database_url).owner_email
     assert post_login(http, email.upper(), WRONG_PASSWORD).status_code == 401
     account_key = throttle.account_key(email)
+    pair_key = throttle.pair_key(email, "testclient")
     assert account_key.endswith(account_digest(email))
     redis = sync_redis.Redis.from_url(services.redis_url)
     try:
         keys = [k.decode() for k in redis.keys(account_key.split(":account:")[0] + ":*")]
-        assert sorted(keys) == sorted([account_key, throttle.address_key("testclient")])
+        assert sorted(keys) == sorted([account_key, pair_key, throttle.address_key("testclient")])
         assert not [k for k in keys if "@" in k or email.split("@")[0] in k]
-        assert all(0 < redis.pttl(k) <= policy.window_ms for k in keys)
-        assert redis.zcard(account_key) == 1
+        assert all(0 < redis.pttl(k) <= policy.account_window_ms for k in keys)
+        assert redis.zcard(account_key) == redis.zcard(pair_key) == 1
         assert post_login(http, email, OWNER_PASSWORD).status_code == 200
-        assert redis.exists(account_key) == 0  # a success forgets the account's failures
+        assert redis.exists(account_key, pair_key) == 0  # a success forgets the failures
+        known = throttle.known_key(email, "testclient")  # and remembers where it came from
+        assert 0 < redis.pttl(known) <= policy.known_address_ms
     finally:
         redis.close()
 
@@ -256,7 +271,7 @@ def test_an_address_over_its_limit_does_not_refuse_other_addresses(services: Ser
         tries = [attacker, same_64, elsewhere, "198.51.100.7", "::ffff:198.51.100.7"]
         return [await attempt(throttle, fresh, address, fail=False) for address in tries]
 
-    policy = ThrottlePolicy(max_failures_per_account=50, max_failures_per_address=3)
+    policy = ThrottlePolicy(max_failures_per_address=3)
     outcomes = with_throttle(services, policy, scenario)
     assert outcomes == ["throttled", "throttled", "ok", "ok", "ok"]
 
@@ -269,8 +284,43 @@ def test_an_attempt_that_fails_for_another_reason_is_not_counted(services: Servi
                     raise ConnectionError("the metadata store is down")
         return [await attempt(throttle, "someone@example.com", "198.51.100.8", fail=False)]
 
-    policy = ThrottlePolicy(max_failures_per_account=1, max_failures_per_address=1)
+    policy = ThrottlePolicy(
+        max_failures_per_account_and_address=1,
+        max_failures_per_address=1,
+        max_failures_per_account=1,
+    )
     assert with_throttle(services, policy, scenario) == ["ok"]  # not locked out afterwards
+
+
+def test_failures_from_one_address_do_not_lock_the_owner_out_from_another(
+    services: Services,
+) -> None:
+    email, attacker, owner = f"owner-{secrets.token_hex(3)}@example.com", "203.0.113.9", "192.0.2.4"
+
+    async def scenario(throttle: LoginThrottle) -> list[str]:
+        guesses = [await attempt(throttle, email, attacker, fail=True) for _ in range(7)]
+        return [*guesses, await attempt(throttle, email, owner, fail=False)]
+
+    outcomes = with_throttle(services, ThrottlePolicy(), scenario)  # the defaults
+    assert outcomes == ["failed"] * 5 + ["throttled"] * 2 + ["ok"]
+
+
+def test_an_account_guessed_from_many_addresses_refuses_new_addresses_but_not_known_ones(
+    services: Services,
+) -> None:
+    email, home = f"owner-{secrets.token_hex(3)}@example.com", "192.0.2.10"
+
+    async def scenario(throttle: LoginThrottle) -> list[str]:
+        outcomes = [await attempt(throttle, email, home, fail=False)]  # the owner, earlier
+        for n in range(4):  # a botnet: one guess from each of many addresses
+            outcomes.append(await attempt(throttle, email, f"198.51.100.{n}", fail=True))
+        outcomes.append(await attempt(throttle, email, "203.0.113.50", fail=False))
+        outcomes.append(await attempt(throttle, email, home, fail=False))
+        return outcomes
+
+    policy = ThrottlePolicy(max_failures_per_account=4)  # 100 by default
+    outcomes = with_throttle(services, policy, scenario)
+    assert outcomes == ["ok", "failed", "failed", "failed", "failed", "throttled", "ok"]
 
 
 # --- two real API processes sharing the counts -------------------------------------------------
@@ -310,11 +360,11 @@ def test_two_api_processes_share_the_counts(
     (first, second), logs = two_replicas
     email, address = new_organisation(services.database_url).owner_email, fresh_address()
     wrong = [remote_login((first, second)[i % 2], email, WRONG_PASSWORD, address) for i in range(5)]
-    assert statuses(wrong) == [401] * 5  # the default: five failures per account
+    assert statuses(wrong) == [401] * 5  # the default: five failures per account and address
     for url in (first, second):
         assert_throttled(remote_login(url, email, OWNER_PASSWORD, address), window_s=15 * 60)
-    # The account is locked from every address, not just the one that failed.
-    assert_throttled(remote_login(first, email, OWNER_PASSWORD, fresh_address()), 15 * 60)
+    # Only that address is refused: the owner signs in from another one.
+    assert remote_login(second, email, OWNER_PASSWORD, fresh_address()).status_code == 200
     logged = "".join(log.read_text(errors="replace") for log in logs)
     assert "login_throttled" in logged
     assert email not in logged and WRONG_PASSWORD not in logged
@@ -365,7 +415,7 @@ def test_redis_unreachable_logins_still_work_and_a_warning_is_logged(
 ) -> None:
     http = app_without_redis
     redis = resources_of(http.app).redis
-    policy = ThrottlePolicy(max_failures_per_account=2, max_failures_per_address=50)
+    policy = ThrottlePolicy(max_failures_per_account_and_address=2, max_failures_per_address=50)
     http.app.state["login_throttle"] = LoginThrottle(redis, policy)
     email = new_organisation(services.database_url).owner_email
 

@@ -23,7 +23,9 @@
 --            client, the leases inserted with the COMMIT);
 --   starved: whether fresh offsets were left for lack of lease ids.
 -- With p_async_commit the commit does not wait for the WAL flush (qc_pull_state's set_config,
--- local to the transaction: in autocommit mode, to this statement's).
+-- local to the transaction: in autocommit mode, to this statement's). The API passes false: a
+-- lease a crash forgot would deliver its messages again as attempt 1 (docs/decisions.md §11);
+-- benchmarks/pull_commit.py measures both.
 --
 -- Lease expiries come from clock_timestamp(), not now(): a pull that stalled (a slow or frozen
 -- PostgreSQL) would otherwise stamp leases with its transaction's start and commit them expired.

@@ -13,7 +13,7 @@
 --   4. read the index rows of the blocks holding each owned partition's next p_limit offsets.
 -- Returns {settings, owned, state, blocks}; settings is null when the member is gone, and then
 -- nothing is locked or read. With p_async_commit the pull's commit does not wait for the WAL
--- flush (at-least-once topics, docs/decisions.md §11).
+-- flush (the API passes false since a crash could forget a lease, docs/decisions.md §11).
 --
 -- The fresh blocks are of a pull read through the index, whatever the statistics say (docs/decisions.md
 -- §18). The first form of this function had the upper bound of the blocks wanted referred to the

@@ -221,7 +221,7 @@ def test_too_many_failed_sign_ins_are_throttled_on_the_page_with_retry_after(
     org: NewOrganisation,
     own_throttle: Callable[[ThrottlePolicy], None],
 ) -> None:
-    own_throttle(ThrottlePolicy(max_failures_per_account=2, window_ms=60_000))
+    own_throttle(ThrottlePolicy(max_failures_per_account_and_address=2, window_ms=60_000))
     visitor = browser()
     assert [visitor.login(org.owner_email, "wrong-password!").status_code for _ in range(2)] == [
         401,
