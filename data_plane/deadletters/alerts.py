@@ -86,13 +86,14 @@ def secret_hint(secret: str) -> str:
 
 def check_url(url: str, allow_private: bool) -> str:
     """``url`` if it can be an endpoint (http or https, a host, at most 2048 characters)."""
-    problem = _url_problem(url, allow_private)
+    problem = url_problem(url, allow_private)
     if problem is not None:
         raise ValidationFailed(f"url: {problem}", field="url")
     return url
 
 
-def _url_problem(url: str, allow_private: bool) -> str | None:
+def url_problem(url: str, allow_private: bool) -> str | None:
+    """Why ``url`` cannot be a webhook endpoint, or None."""
     if len(url) > MAX_URL_LENGTH:
         return f"must be at most {MAX_URL_LENGTH} characters, got {len(url)}"
     if any(c.isspace() or not c.isprintable() for c in url):

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from core.wire_types import BIGINT_MAX, Int64, Text
+from data_plane.groups.push_schemas import PushConfigRequest
 
 Duration = Text | Int64
 Window = Annotated[
@@ -39,6 +40,8 @@ class GroupConfigRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=T
     max_in_flight: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1000
     session_timeout: Duration = "30s"
     dead_letter: DeadLetterConfig | None = None
+    # Absent: push stays as it is; null: push off (docs/push.md).
+    push: PushConfigRequest | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class JoinRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -115,3 +118,5 @@ class GroupView(msgspec.Struct, rename="camel"):
     members: list[MemberView]
     config: dict[str, Any]
     dead_letters: int  # the depth of its dead-letter queue
+    # The push signing secret, only in the answer of the PUT that made it (docs/push.md).
+    push_secret: str | msgspec.UnsetType = msgspec.UNSET

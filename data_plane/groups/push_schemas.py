@@ -1,0 +1,42 @@
+"""Wire shapes of a push group's settings (camelCase JSON): ``"push"`` of a group's PUT."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from core.wire_types import Int64, Text
+
+MAX_ENDPOINT_LENGTH = 2048
+
+
+class PushConfigRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """Deliver the group to an HTTPS endpoint: each message is a signed ``POST``, acked by a 2xx."""
+
+    endpoint: Annotated[
+        Text,
+        msgspec.Meta(
+            max_length=MAX_ENDPOINT_LENGTH,
+            description=(
+                "https URL every message is POSTed to (http and private addresses only where "
+                "QUEUECORE_WEBHOOKS_ALLOW_PRIVATE is set)"
+            ),
+        ),
+    ]
+    max_in_flight: Annotated[
+        int, msgspec.Meta(ge=1, le=1000, description="POSTs in flight at once, across pushers")
+    ] = 10
+    timeout: Annotated[
+        Text | Int64,
+        msgspec.Meta(description="how long a POST may take before it counts as failed (≤ 10m)"),
+    ] = "30s"
+    ordered: Annotated[
+        bool,
+        msgspec.Meta(
+            description="one POST in flight per key (per partition for keyless messages), in order"
+        ),
+    ] = False
+    rotate_secret: Annotated[
+        bool, msgspec.Meta(description="make a new signing secret (answered once as pushSecret)")
+    ] = False
