@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from litestar.testing import TestClient
 
-from core.sealed import SealError, Sealer
+from core.sealed import Sealer, SealError
 from tenants.models import NewOrganisation
 from tests.support.services import Services
 from tests.support.tenancy import bearer, new_organisation
