@@ -40,3 +40,12 @@ class PushConfigRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=Tr
     rotate_secret: Annotated[
         bool, msgspec.Meta(description="make a new signing secret (answered once as pushSecret)")
     ] = False
+
+
+class PushTestResult(msgspec.Struct, rename="camel"):
+    """``POST …/groups/{group}/push/test``: what the endpoint answered a signed test push."""
+
+    delivered: bool  # a 2xx within the timeout (at most 10 s)
+    status_code: int | None  # the answer's status, None when there was none
+    error: str | None  # why it failed: "HTTP 500", "timed out after 10s", "ConnectError: …"
+    elapsed_ms: int

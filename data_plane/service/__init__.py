@@ -32,7 +32,7 @@ from data_plane.errors import (
 from data_plane.groups.classic import GroupError
 from data_plane.groups.classic import JoinRequest as ClassicJoinRequest
 from data_plane.groups.lag import LagPoint, LagSeries
-from data_plane.groups.push_schemas import PushConfigRequest
+from data_plane.groups.push_schemas import PushConfigRequest, PushTestResult
 from data_plane.groups.schemas import (
     GroupConfigRequest,
     GroupSummary,
@@ -157,6 +157,7 @@ __all__ = [
     "PushSender",
     "PushSettings",
     "PushTarget",
+    "PushTestResult",
     "Pusher",
     "QuotaExceeded",
     "ReadResult",

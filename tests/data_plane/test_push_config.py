@@ -13,6 +13,7 @@ from litestar.testing import TestClient
 
 from core.sealed import Sealer, SealError
 from tenants.models import NewOrganisation
+from tests.support.push_receiver import Receiver, Reply
 from tests.support.services import Services
 from tests.support.tenancy import bearer, new_organisation
 
@@ -158,3 +159,34 @@ def test_members_cannot_join_a_push_group_and_live_members_block_push(
     assert again.json()["error"]["code"] == "PUSH_GROUP"
     assert put(client, org, topic, {"push": None}).status_code == 200
     assert client.post(members, json={}, headers=headers_of(org)).status_code == 201
+
+
+def test_a_test_push_is_signed_and_says_what_the_endpoint_answered(
+    client: TestClient, org: NewOrganisation, unique: Callable[[str], str]
+) -> None:
+    receiver = Receiver()
+    receiver.start()
+    try:
+        topic = topic_of(client, org, unique)
+        test = f"/v1/topics/{topic}/groups/hooks/push/test"
+        plain = put(client, org, topic, {})
+        assert plain.status_code == 200
+        refused = client.post(test, headers=headers_of(org))
+        assert refused.status_code == 409 and refused.json()["error"]["code"] == "NOT_A_PUSH_GROUP"
+        secret = put(client, org, topic, {"push": {"endpoint": receiver.url("/hook")}})
+        secret = secret.json()["pushSecret"]
+        answered = client.post(test, headers=headers_of(org))
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["delivered"] is True and answered.json()["statusCode"] == 200
+        [pushed] = receiver.at("/hook")
+        assert pushed.signed_by(secret) and pushed.headers["queuecore-event"] == "push.test"
+        assert pushed.json()["topic"] == topic and pushed.json()["data"]["test"] is True
+        receiver.scripts["/hook"] = lambda *_: Reply(500)
+        failed = client.post(test, headers=headers_of(org)).json()
+        assert failed == {**failed, "delivered": False, "statusCode": 500, "error": "HTTP 500"}
+        receiver.stop()
+        down = client.post(test, headers=headers_of(org)).json()
+        assert down["delivered"] is False and down["statusCode"] is None
+        assert down["error"].startswith("ConnectError")
+    finally:
+        receiver.stop()
