@@ -155,5 +155,5 @@ def _test_body(target: PushTarget) -> PushBody:
         timestamp=iso_timestamp(int(time.time() * 1000)),
         key=None,
         headers={},
-        data=msgspec.Raw(b'{"test":true,"message":"a test push from the QueueCore console"}'),
+        data=msgspec.Raw(b'{"test":true,"message":"a test push from QueueCore"}'),
     )
