@@ -32,6 +32,7 @@ log = get_logger("queuecore.pusher")
 
 PULL_WAIT_MS = 10_000
 STOP_GRACE_S = 10.0  # a stopping pusher lets POSTs in flight finish for this long
+ACK_GRACE_S = 5.0  # then sends their acks for at most this long
 GONE = frozenset({"GROUP_NOT_FOUND", "TOPIC_NOT_FOUND", "NOT_A_PUSH_GROUP"})
 Chain = tuple[str, bytes | int]
 
@@ -368,7 +369,7 @@ class GroupPusher:
         for task in list(self._tasks):
             task.cancel()
         try:
-            await asyncio.wait_for(self._acker.drained(), STOP_GRACE_S)
+            await asyncio.wait_for(self._acker.drained(), ACK_GRACE_S)
         except TimeoutError:
             log.warning("pusher_acks_unsent", group_id=self.target.group_id)
         if self._member_id is not None:

@@ -21,6 +21,7 @@ from observability.object_store import metered_store
 from pusher.group import GroupPusher
 
 log = get_logger("queuecore.pusher")
+STOP_LIMIT_S = 20.0  # SIGTERM to leaving every group, within Kubernetes' 30 s grace
 
 
 class Pusher:
@@ -72,11 +73,19 @@ class Pusher:
         log.info("pusher_group_started", group_id=target.group_id, topic=target.topic)
 
     async def stop_all(self) -> None:
-        """Stop every group and wait for them (each leaves its group)."""
+        """Stop every group and wait for them (each leaves its group), at most
+        :data:`STOP_LIMIT_S`: a group still busy then is cancelled, and what it held comes back
+        to the other pushers when its leases end."""
+        log.info("pusher_stopping", groups=len(self._groups))
         for group, _ in self._groups.values():
             group.stop()
         self.plane.stop_waiting()  # pulls waiting for messages answer at once
-        await asyncio.gather(*(task for _, task in self._groups.values()), return_exceptions=True)
+        tasks = [task for _, task in self._groups.values()]
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=STOP_LIMIT_S)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         self._groups.clear()
 
 

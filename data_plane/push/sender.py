@@ -2,20 +2,23 @@
 endpoint through the guard against private addresses, and what came back.
 
 Sans-IO parts (:func:`body_of`, :func:`retry_after_s`) beside the one that does I/O
-(:class:`PushSender`, one per pusher process, sharing keep-alive connections among its groups).
+(:class:`PushSender`, one per pusher process, sharing keep-alive connections among its groups,
+through :mod:`data_plane.push.http1`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import socket
+import ssl
 import time
 from dataclasses import dataclass
 
-import httpx
 import msgspec
 
 from data_plane.deadletters.webhooks import AddressRefused, headers_for, public_address
+from data_plane.push.http1 import Answer, Http1Pool, Origin
 from data_plane.read.schemas import ENCODINGS, iso_timestamp
 from data_plane.write.segment import Message
 
@@ -25,9 +28,7 @@ TEST_EVENT = "push.test"
 MAX_RETRY_AFTER_S = 86_400.0  # as long as a group's retryDelay may be
 MAX_REASON_CHARS = 300
 _BODY_SNIPPET_BYTES = 200
-_READ_LIMIT_BYTES = 65_536  # more of an answer than this is not read: the connection is dropped
 _RESOLVED_TTL_S = 10.0
-MAX_TIMEOUT_S = 660.0  # past the longest push timeout (10 min)
 
 
 class PushBody(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -113,20 +114,17 @@ class PushOutcome:
 
 
 class PushSender:
-    """POSTs pushes over shared keep-alive connections; every address it connects to was checked
+    """POSTs pushes over pooled keep-alive connections; every address it connects to was checked
     (unless private addresses are allowed), and redirects are not followed."""
 
     def __init__(self, allow_private: bool, max_connections: int = 1_000) -> None:
         self.allow_private = allow_private
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=100)
-        self._client = httpx.AsyncClient(
-            trust_env=False, follow_redirects=False, limits=limits, timeout=MAX_TIMEOUT_S
-        )  # each POST also runs under its own, shorter deadline (post)
+        self._pool = Http1Pool(max_connections)
         self._resolved: dict[tuple[str, int], tuple[float, str]] = {}
 
     async def aclose(self) -> None:
         """Close the connections."""
-        await self._client.aclose()
+        await self._pool.close()
 
     async def post(
         self,
@@ -143,70 +141,49 @@ class PushSender:
         headers["User-Agent"] = USER_AGENT
         try:
             async with asyncio.timeout(timeout_s):
-                url, extensions = await self._pinned(endpoint)
-                headers["Host"] = httpx.URL(endpoint).netloc.decode("ascii")
-                return await self._send(url, extensions, headers, body, started)
+                origin = await self._origin(endpoint)
+                answer = await self._pool.post(endpoint, origin, headers, body)
         except TimeoutError:
             return self._failed(f"timed out after {timeout_s:g}s", started)
         except AddressRefused as exc:
             return self._failed(str(exc), started)
-        except OSError as exc:
+        except socket.gaierror as exc:
             return self._failed(f"DNS lookup failed: {exc}", started)
-        except httpx.HTTPError as exc:
-            return self._failed(f"{type(exc).__name__}: {exc}", started)
+        except ssl.SSLError as exc:
+            return self._failed(f"TLS error: {exc}", started)
+        except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError):
+            return self._failed("ReadError: the connection closed before an answer", started)
+        except OSError as exc:
+            return self._failed(f"ConnectError: {exc}", started)
+        except (ValueError, asyncio.LimitOverrunError) as exc:
+            return self._failed(f"ProtocolError: {exc}", started)
+        return _outcome(answer, time.monotonic() - started)
 
-    async def _send(
-        self,
-        url: httpx.URL,
-        extensions: dict[str, str],
-        headers: dict[str, str],
-        body: bytes,
-        started: float,
-    ) -> PushOutcome:
-        request = self._client.build_request(
-            "POST", url, content=body, headers=headers, extensions=extensions
-        )
-        response = await self._client.send(request, stream=True)
-        try:
-            snippet = await _read_some(response)
-        finally:
-            await response.aclose()
-        code = response.status_code
-        elapsed = time.monotonic() - started
-        if 200 <= code < 300:
-            return PushOutcome(code, None, elapsed)
-        error = f"HTTP {code}" + (f": {snippet}" if snippet else "")
-        wait_s = retry_after_s(code, response.headers.get("Retry-After"))
-        return PushOutcome(code, error[:MAX_REASON_CHARS], elapsed, wait_s)
-
-    async def _pinned(self, endpoint: str) -> tuple[httpx.URL, dict[str, str]]:
-        """The URL to connect to: the endpoint's, or (with the guard on) its checked address,
+    async def _origin(self, endpoint: str) -> Origin:
+        """Where to connect: the endpoint's host, or (with the guard on) its checked address,
         the host name kept for TLS. A host's checked address is reused for a few seconds."""
-        url = httpx.URL(endpoint)
+        origin = Origin.of(endpoint)
         if self.allow_private:
-            return url, {}
-        port = url.port or (443 if url.scheme == "https" else 80)
-        key, now = (url.host, port), time.monotonic()
+            return origin
+        key, now = (origin.host, origin.port), time.monotonic()
         hit = self._resolved.get(key)
         if hit is None or hit[0] < now:
             if len(self._resolved) > 10_000:
                 self._resolved.clear()
-            hit = self._resolved[key] = (
-                now + _RESOLVED_TTL_S,
-                await public_address(url.host, port),
-            )
-        return url.copy_with(host=hit[1]), {"sni_hostname": url.host}
+            address = await public_address(origin.host, origin.port)
+            hit = self._resolved[key] = (now + _RESOLVED_TTL_S, address)
+        return Origin.of(endpoint, hit[1])
 
     @staticmethod
     def _failed(error: str, started: float) -> PushOutcome:
         return PushOutcome(None, error[:MAX_REASON_CHARS], time.monotonic() - started)
 
 
-async def _read_some(response: httpx.Response) -> str:
-    """The start of an answer's body, as text (it names the failure); a long one is cut."""
-    read = b""
-    async for chunk in response.aiter_raw():
-        read += chunk
-        if len(read) >= _READ_LIMIT_BYTES:
-            break
-    return read[:_BODY_SNIPPET_BYTES].decode(errors="replace").strip()
+def _outcome(answer: Answer, elapsed_s: float) -> PushOutcome:
+    """A 2xx is success; anything else fails with its status and the start of its body."""
+    if 200 <= answer.status < 300:
+        return PushOutcome(answer.status, None, elapsed_s)
+    snippet = answer.body[:_BODY_SNIPPET_BYTES].decode(errors="replace").strip()
+    error = f"HTTP {answer.status}" + (f": {snippet}" if snippet else "")
+    wait_s = retry_after_s(answer.status, answer.headers.get("retry-after"))
+    return PushOutcome(answer.status, error[:MAX_REASON_CHARS], elapsed_s, wait_s)
