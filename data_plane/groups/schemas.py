@@ -41,7 +41,18 @@ class GroupConfigRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=T
     session_timeout: Duration = "30s"
     dead_letter: DeadLetterConfig | None = None
     # Absent: push stays as it is; null: push off (docs/push.md).
-    push: PushConfigRequest | msgspec.UnsetType | None = msgspec.UNSET
+    push: (
+        Annotated[
+            PushConfigRequest | None,
+            msgspec.Meta(
+                description=(
+                    "Deliver the group to an HTTPS endpoint (a push group); null turns push off, "
+                    "absent leaves it as it is"
+                )
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
 
 
 class JoinRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -116,7 +127,27 @@ class GroupView(msgspec.Struct, rename="camel"):
     generation_id: int
     partitions: list[PartitionState]
     members: list[MemberView]
-    config: dict[str, Any]
+    config: Annotated[
+        dict[str, Any],
+        msgspec.Meta(
+            description=(
+                "startFrom, ackTimeout, maxInFlight, sessionTimeout, deadLetter {maxRetries, "
+                "retryDelay, alertThreshold}, and push {endpoint, maxInFlight, timeout, ordered, "
+                "secretHint} (null for a group that is not a push group)"
+            )
+        ),
+    ]
     dead_letters: int  # the depth of its dead-letter queue
     # The push signing secret, only in the answer of the PUT that made it (docs/push.md).
-    push_secret: str | msgspec.UnsetType = msgspec.UNSET
+    push_secret: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                description=(
+                    "The push signing secret (whsec_…): only in the answer of the PUT that turned "
+                    "push on or rotated it"
+                )
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
