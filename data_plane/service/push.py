@@ -62,7 +62,7 @@ class Push:
 
     async def test(self, caller: Caller, topic: str, group: str) -> PushOutcome:
         """POST a ``push.test`` event, signed with the group's secret, to its endpoint now."""
-        async with self._db.connection() as conn:
+        async with in_group(self._db, caller, topic, group) as (conn, _):  # 404 when there is none
             found = await config.target(conn, caller.environment_id, topic, group, self._sealer)
         if found is None:
             raise groups.NotAPushGroup(group)

@@ -190,3 +190,16 @@ def test_a_test_push_is_signed_and_says_what_the_endpoint_answered(
         assert down["error"].startswith("ConnectError")
     finally:
         receiver.stop()
+
+
+def test_another_environments_push_group_is_not_found(
+    client: TestClient, org: NewOrganisation, services: Services, unique: Callable[[str], str]
+) -> None:
+    topic = topic_of(client, org, unique)
+    assert put(client, org, topic, {"push": {"endpoint": ENDPOINT}}).status_code == 200
+    other = new_organisation(services.database_url, tier="pro")
+    for key in (other.keys["production"].secret, org.keys["staging"].secret):
+        seen = client.get(f"/v1/topics/{topic}/groups/hooks", headers=bearer(key))
+        tested = client.post(f"/v1/topics/{topic}/groups/hooks/push/test", headers=bearer(key))
+        assert seen.status_code == tested.status_code == 404
+        assert tested.json()["error"]["code"] == "TOPIC_NOT_FOUND"

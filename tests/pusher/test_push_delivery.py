@@ -202,3 +202,29 @@ def test_push_deliveries_are_metered_as_messages_out(
         return int(totals["messages_out"]) >= before + 5
 
     eventually(metered, what="the pushes metered", timeout_s=15)
+
+
+def test_push_off_stops_the_pushes_and_the_group_is_consumed_by_members_again(
+    api: Api, receiver: Receiver, pusher: Path, unique: Callable[[str], str]
+) -> None:
+    topic = api.topic(unique("push-off"), delivery="at-least-once")
+    path = f"/{topic}"
+    api.push_group(topic, "hooks", {"endpoint": receiver.url(path)})
+    api.publish(topic, {"n": 1})
+    receiver.wait_for(path, 1)
+    eventually(lambda: api.lag(topic, "hooks") == 0, what="the push acked")
+    off = api.client.put(
+        f"/v1/topics/{topic}/groups/hooks", json={"push": None}, headers=api.headers
+    )
+    assert off.status_code == 200 and off.json()["config"]["push"] is None
+    assert off.json()["members"] == []  # the pushers were sent away
+    second = api.publish(topic, {"n": 2})
+    members = f"/v1/topics/{topic}/groups/hooks/members"
+    joined = api.client.post(members, json={}, headers=api.headers)
+    assert joined.status_code == 201, joined.text
+    pulled = api.client.post(
+        f"{members}/{joined.json()['memberId']}/pull", json={"waitMs": 5000}, headers=api.headers
+    )
+    assert [m["messageId"] for m in pulled.json()["messages"]] == [second["messageId"]]
+    time.sleep(0.5)  # a pusher looks every 0.2 s: it would have pushed by now
+    assert len(receiver.at(path)) == 1
