@@ -158,7 +158,10 @@ class GroupPusher:
         items = [Held(d, started + ref.ack_timeout_s) for d in pulled.deliveries]
         for item in items:
             self._held[item.delivery.ack_id] = item
-        await self._keeper.cover(items)  # one extension for the batch, when leases are short
+        try:
+            await self._keeper.cover(items)  # one extension for the batch, when leases are short
+        except Exception as exc:  # each POST covers its own lease again before it goes
+            log.warning("push_extend_failed", group_id=self.target.group_id, error=repr(exc))
         for item in items:
             self._dispatch(item)
 
@@ -206,7 +209,16 @@ class GroupPusher:
                 del self._chains[chain]
 
     async def _push(self, item: Held) -> None:
-        """POST a message until it is acked, dead-lettered, handed back or its lease is lost."""
+        """POST a message until it is acked, dead-lettered, handed back or its lease is lost;
+        on an error of our own (the database away) it is let go: its lease ends, and it comes
+        back as any expired lease does."""
+        try:
+            await self._push_until_settled(item)
+        except Exception as exc:
+            log.warning("push_abandoned", group_id=self.target.group_id, error=repr(exc))
+            self._drop(item)
+
+    async def _push_until_settled(self, item: Held) -> None:
         attempt = item.delivery.attempt
         while not self._stopping.is_set():
             await self._circuit.turn()
