@@ -14,6 +14,7 @@ from control_plane.api.invoices import InvoicesController
 from control_plane.api.keys import KeysController
 from control_plane.api.lag import LagController
 from control_plane.api.messages import MessagesController
+from control_plane.api.push import PushController
 from control_plane.api.topics import PublishController, TopicsController
 from control_plane.api.usage import UsageController
 from control_plane.edge.anonymous_limit import anonymous_rate_limit_middleware
@@ -33,6 +34,7 @@ def v1_router() -> Router:
             PublishController,
             IdempotencyController,
             GroupsController,
+            PushController,
             ConsumeController,
             DeadLetterController,
             LagController,

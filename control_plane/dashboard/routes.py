@@ -16,6 +16,7 @@ from control_plane.dashboard.invoices import InvoicePages
 from control_plane.dashboard.keys import KeyPages
 from control_plane.dashboard.message_pages import MessagePages
 from control_plane.dashboard.pages import PREFIX, STATIC
+from control_plane.dashboard.push import PushPages
 from control_plane.dashboard.team import TeamPages
 from control_plane.dashboard.topic_admin import TopicAdminPages
 from control_plane.dashboard.topics import TopicPages
@@ -34,6 +35,7 @@ def dashboard_route_handlers() -> list[ControllerRouterHandler]:
             KeyPages,
             TopicPages,
             TopicAdminPages,
+            PushPages,
             DeadLetterPages,
             AlertPages,
             UsagePages,

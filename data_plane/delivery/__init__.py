@@ -15,7 +15,7 @@ expiry — gets a per-message ``group_deliveries`` row, and the per-message rule
 backoff, dead letters, stale-ack refusal) take over from there.
 """
 
-from data_plane.delivery.acks import ack, backoff_ms, extend, nack, nack_many
+from data_plane.delivery.acks import ack, backoff_ms, extend, fail_in_place, nack, nack_many
 from data_plane.delivery.model import (
     AckOutcome,
     AckRejected,
@@ -41,6 +41,7 @@ __all__ = [
     "ack",
     "backoff_ms",
     "extend",
+    "fail_in_place",
     "group_ref",
     "nack",
     "nack_many",

@@ -250,8 +250,11 @@ async def nack(
     ack_id: str,
     error: str,
     retry_delay_ms: int | None = None,
+    exact_delay_ms: int | None = None,
 ) -> dict[str, Any]:
-    """Schedule a retry with exponential backoff, or dead-letter after ``maxRetries``."""
+    """Schedule a retry with exponential backoff, or dead-letter after ``maxRetries``.
+
+    ``exact_delay_ms`` replaces the backoff (a push endpoint's ``Retry-After``)."""
     row = await _locked_lease(conn, ref, ack_id)
     if row is None and await acked_before(conn, ref, [ack_id]):
         row = {"state": "acked"}
@@ -267,9 +270,10 @@ async def nack(
         attributes = metrics.dead_letter_attributes(ref.exactly_once, "nack")
         metrics.MESSAGES_DEAD_LETTERED.add(1, attributes)
         return {"ackId": ack_id, "deadLettered": True, "retryInMs": None}
-    delay_ms = backoff_ms(
-        ref.retry_delay_ms if retry_delay_ms is None else retry_delay_ms, row["attempt"]
-    )
+    delay_ms = exact_delay_ms
+    if delay_ms is None:
+        base_ms = ref.retry_delay_ms if retry_delay_ms is None else retry_delay_ms
+        delay_ms = backoff_ms(base_ms, row["attempt"])
     await conn.execute(
         q.MARK_RETRY,
         {
@@ -283,6 +287,24 @@ async def nack(
     if delay_ms == 0:
         await wake(conn, ref.topic_id, row["partition"])
     return {"ackId": ack_id, "deadLettered": False, "retryInMs": delay_ms}
+
+
+async def fail_in_place(conn: Conn, ref: GroupRef, ack_id: str, error: str) -> int:
+    """Count a failed attempt and keep the lease: the lease's new attempt.
+
+    For a pusher of an ordered group, which retries a message itself after its backoff rather
+    than let it go, so that the next message of its key cannot overtake it. Should the pusher
+    die meanwhile, the lease expires and the message is delivered again with the next attempt.
+    """
+    row = await _locked_lease(conn, ref, ack_id)
+    reason = _refusal(ref, row)
+    if reason or row is None or row["state"] != "leased":
+        raise AckRejected(reason or "the message was already settled", ack_id=ack_id)
+    params = {"group_id": ref.id, "ack_id": ack_id, "error": error}
+    counted = await (await conn.execute(q.COUNT_FAILED_ATTEMPT, params)).fetchone()
+    if counted is None:
+        raise AckRejected(EXPIRED_ACK, ack_id=ack_id)
+    return int(counted["attempt"])
 
 
 async def nack_many(

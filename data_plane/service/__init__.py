@@ -33,6 +33,7 @@ from data_plane.errors import (
 from data_plane.groups.classic import GroupError
 from data_plane.groups.classic import JoinRequest as ClassicJoinRequest
 from data_plane.groups.lag import LagPoint, LagSeries
+from data_plane.groups.push_schemas import PushConfigRequest, PushTestResult
 from data_plane.groups.schemas import (
     GroupConfigRequest,
     GroupSummary,
@@ -45,6 +46,10 @@ from data_plane.groups.schemas import (
     Window,
 )
 from data_plane.groups.service import GROUP_NAME, format_duration_ms
+from data_plane.push.config import PushSettings, PushTarget
+from data_plane.push.failures import PushFailure
+from data_plane.push.sender import PushBody, PushOutcome, PushSender
+from data_plane.push.sender import body_of as push_body
 from data_plane.read.reader import (
     OffsetOutOfRange,
     PartitionNotFound,
@@ -61,6 +66,7 @@ from data_plane.read.schemas import (
 )
 from data_plane.service.consuming import KEEPALIVE_S, Stream
 from data_plane.service.plane import DataPlane, NackItem, NackOutcome
+from data_plane.service.push import Push, Pusher
 from data_plane.service.scope import Caller, Scope
 from data_plane.service.upkeep import LAG_BUCKET_S, SETTLED_ACK_GRACE_S, SNAPSHOT_KEEP_S, Upkeep
 from data_plane.service.views import group_view
@@ -149,6 +155,16 @@ __all__ = [
     "PublishResult",
     "Published",
     "Pulled",
+    "Push",
+    "PushBody",
+    "PushConfigRequest",
+    "PushFailure",
+    "PushOutcome",
+    "PushSender",
+    "PushSettings",
+    "PushTarget",
+    "PushTestResult",
+    "Pusher",
     "QuotaExceeded",
     "ReadResult",
     "Replayed",
@@ -174,4 +190,5 @@ __all__ = [
     "iso_timestamp",
     "message_id",
     "message_page",
+    "push_body",
 ]

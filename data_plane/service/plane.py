@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from core.db import AsyncPool, Conn, rearm
 from core.object_store import ObjectStore
+from core.sealed import Sealer
 from core.settings import DataPlaneSettings
 from data_plane import delivery
 from data_plane.delivery import AckOutcome, AckRejected, GroupRef, GroupRefCache, Pulled
@@ -33,6 +34,7 @@ from data_plane.read.reader import ReadResult, SegmentReader, TopicRef
 from data_plane.service.consuming import Stream, wait_s
 from data_plane.service.deadletters import DeadLetters
 from data_plane.service.groups import Groups
+from data_plane.service.push import Push
 from data_plane.service.records import Records
 from data_plane.service.scope import Caller, in_group
 from data_plane.service.topics import Topics
@@ -115,13 +117,17 @@ class DataPlane:
         # streams waiting for messages answer at once (streams end with a reconnect hint).
         self.stopping = asyncio.Event()
         self.topics = Topics(db, self.publisher.topics)
-        self.groups = Groups(db, self.group_refs)
+        sealer = Sealer(config.push.secrets_key)
+        allow_private = config.webhooks.allow_private
+        self.groups = Groups(db, self.group_refs, sealer, allow_private)
         self.dead_letters = DeadLetters(db, config.webhooks)
         # For the Kafka protocol listener: records by offset, and Kafka's classic groups.
         self.records = Records(
             db, self.publisher, self.reader, self.traffic, self.delivered, message_bytes
         )
         self.classic_groups = ClassicGroups(db)
+        # Push groups: their console side, and what the pushers do beside pulls and acks.
+        self.push = Push(db, self.reader, self.listener, sealer, allow_private)
 
     async def start(self) -> None:
         """Start the writer's flush loop, the LISTEN connection, the pulse and the traffic flusher."""

@@ -6,6 +6,7 @@ from typing import Any
 
 from data_plane.groups import service as groups
 from data_plane.groups.schemas import GroupConfigRequest, GroupView, MemberView, PartitionState
+from data_plane.push import config as push_config
 from data_plane.topics.schemas import TopicView
 from data_plane.topics.service import Topic
 
@@ -77,6 +78,7 @@ def group_view(state: dict[str, Any]) -> GroupView:
             "retryDelay": groups.format_duration_ms(group["retry_delay_ms"]),
             "alertThreshold": group["alert_threshold"],
         },
+        "push": push_config.view(state.get("push")),
     }
     return GroupView(
         name=group["name"],

@@ -374,8 +374,59 @@ func perform(ctx context.Context, c *queuecore.Client, op string, a map[string]a
 		return c.Groups.Describe(ctx, str(a, "topic"), str(a, "group"))
 	case "groups.reset":
 		return c.Groups.ResetOffsets(ctx, str(a, "topic"), str(a, "group"), resetTo(a["to"]))
+	case "groups.configure":
+		return configure(ctx, c, a)
+	case "groups.testPush":
+		return c.Groups.TestPush(ctx, str(a, "topic"), str(a, "group"))
+	case "push.verify":
+		return verifyPush(a)
 	}
 	return nil, fmt.Errorf("unknown op %q", op)
+}
+
+// configure is groups.configure: the group, with "pushSecret" null unless the call made it.
+func configure(ctx context.Context, c *queuecore.Client, a map[string]any) (any, error) {
+	settings := queuecore.GroupSettings{StartFrom: str(a, "startFrom"), RotateSecret: a["rotateSecret"] == true}
+	if dl, ok := a["deadLetter"].(map[string]any); ok {
+		settings.DeadLetter = deadLetterPolicy(dl)
+	}
+	if push, given := a["push"]; given && push == nil {
+		settings.PushOff = true
+	} else if p, ok := push.(map[string]any); ok {
+		timeout, _ := time.ParseDuration(str(p, "timeout"))
+		settings.Push = &queuecore.PushConfig{Endpoint: str(p, "endpoint"), MaxInFlight: num(p, "maxInFlight"), Timeout: timeout, Ordered: p["ordered"] == true}
+	}
+	group, err := c.Groups.Configure(ctx, str(a, "topic"), str(a, "group"), settings)
+	if err != nil {
+		return nil, err
+	}
+	value, err := generic(group)
+	if err != nil {
+		return nil, err
+	}
+	fields := value.(map[string]any)
+	if group.PushSecret == "" {
+		fields["pushSecret"] = nil
+	}
+	return fields, nil
+}
+
+// verifyPush is push.verify: the SDK's verifier on a request given as headers and a body.
+func verifyPush(a map[string]any) (any, error) {
+	header := http.Header{}
+	for name, value := range a["headers"].(map[string]any) {
+		header.Set(name, value.(string))
+	}
+	tolerance := queuecore.DefaultPushTolerance
+	if s, ok := a["toleranceS"].(float64); ok {
+		tolerance = time.Duration(s * float64(time.Second))
+	}
+	now := time.Unix(int64(a["now"].(float64)), 0)
+	message, err := queuecore.VerifyPush(str(a, "secret"), header, []byte(str(a, "body")), queuecore.WithTolerance(tolerance), queuecore.WithNow(now))
+	if err != nil {
+		return nil, err
+	}
+	return generic(message)
 }
 
 func withoutPartition(p *queuecore.PartitionOffset, err error) (any, error) {

@@ -3,6 +3,7 @@ package queuecore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strconv"
 )
@@ -41,7 +42,10 @@ func (s *Groups) Configure(ctx context.Context, topic, group string, settings Gr
 		return nil, err
 	}
 	out := &Group{}
-	body := mergedConfig(current, settings)
+	body, err := mergedConfig(current, settings)
+	if err != nil {
+		return nil, err
+	}
 	err = s.t.do(ctx, call{method: "PUT", path: groupPath(topic, group), body: body, idempotent: true}, out)
 	return orNil(out, err)
 }
@@ -68,10 +72,12 @@ func (s *Groups) currentConfig(ctx context.Context, topic, group string) (map[st
 	return found.Config, nil
 }
 
-func mergedConfig(current map[string]any, s GroupSettings) map[string]any {
+func mergedConfig(current map[string]any, s GroupSettings) (map[string]any, error) {
 	body := map[string]any{}
 	for k, v := range current {
-		body[k] = v
+		if k != "push" { // what GET shows of push (its secret's hint) is not what PUT takes
+			body[k] = v
+		}
 	}
 	setIf(body, "startFrom", s.StartFrom, s.StartFrom != "")
 	setIf(body, "ackTimeout", durationMs(s.AckTimeout), s.AckTimeout > 0)
@@ -89,7 +95,25 @@ func mergedConfig(current map[string]any, s GroupSettings) map[string]any {
 		setIf(dead, "alertThreshold", p.AlertThreshold, p.AlertThreshold > 0)
 	}
 	body["deadLetter"] = dead
-	return body
+	switch {
+	case s.PushOff:
+		body["push"] = nil
+	case s.Push != nil:
+		body["push"] = s.Push.wire(s.RotateSecret)
+	case s.RotateSecret:
+		shown, ok := current["push"].(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("queuecore: not a push group: give Push to rotate its secret")
+		}
+		push := map[string]any{"rotateSecret": true}
+		for k, v := range shown {
+			if k != "secretHint" {
+				push[k] = v
+			}
+		}
+		body["push"] = push
+	}
+	return body, nil
 }
 
 func setIf(m map[string]any, key string, value any, given bool) {

@@ -117,6 +117,9 @@ type GroupSettings struct {
 	MaxInFlight    int
 	SessionTimeout time.Duration
 	DeadLetter     *DeadLetterPolicy
+	Push           *PushConfig // make it a push group (nil: push unchanged)
+	PushOff        bool        // turn push off
+	RotateSecret   bool        // a new signing secret (in PushSecret of the answer, once)
 }
 
 // Group is a consumer group: members, partition owners, committed offsets, lag and settings.
@@ -129,6 +132,8 @@ type Group struct {
 	Members      []Member         `json:"members"`
 	Config       map[string]any   `json:"config"`
 	DeadLetters  int64            `json:"deadLetters"`
+	// PushSecret is the push signing secret: only from the Configure call that made it.
+	PushSecret string `json:"pushSecret,omitempty"`
 }
 
 // Lag is the messages not yet done over every partition.

@@ -14,7 +14,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from queuecore import AsyncConsumer, AsyncMessage, AsyncQueueCore, DeadLetterPolicy, QueueCoreError
+from queuecore import (
+    AsyncConsumer,
+    AsyncMessage,
+    AsyncQueueCore,
+    DeadLetterPolicy,
+    PushConfig,
+    QueueCoreError,
+    verify_push,
+)
 
 SCENARIOS = Path(__file__).parents[2] / "sdk" / "conformance" / "scenarios.json"
 INVALID_KEY = "pq_live_sk_" + "0" * 32
@@ -357,6 +365,34 @@ def _policy(dead: dict[str, Any] | None) -> DeadLetterPolicy | None:
     )
 
 
+async def _configure(pq: AsyncQueueCore, a: dict[str, Any]) -> Any:
+    options: dict[str, Any] = {
+        "start_from": a.get("startFrom"),
+        "dead_letter": _policy(a.get("deadLetter")),
+        "rotate_secret": a.get("rotateSecret", False),
+    }
+    if "push" in a:
+        push = a["push"]
+        options["push"] = None if push is None else _push_config(push)
+    return await pq.consumer_groups.configure(a["topic"], a["group"], **options)
+
+
+def _push_config(push: dict[str, Any]) -> PushConfig:
+    return PushConfig(
+        push["endpoint"],
+        max_in_flight=push.get("maxInFlight", 10),
+        timeout=push.get("timeout", "30s"),
+        ordered=push.get("ordered", False),
+    )
+
+
+async def _verify(_: AsyncQueueCore, a: dict[str, Any]) -> dict[str, Any]:
+    message = verify_push(
+        a["secret"], a["headers"], a["body"], tolerance=a.get("toleranceS", 300), now=a["now"]
+    )
+    return {k: v for k, v in to_json(message).items() if k != "timestamp"}
+
+
 OPS: dict[str, Any] = {
     "publishConcurrently": _publish_concurrently,
     "consumeAcking": _consume_acking,
@@ -385,6 +421,9 @@ OPS: dict[str, Any] = {
     "groups.list": lambda pq, a: pq.consumer_groups.list(a["topic"]),
     "groups.describe": lambda pq, a: pq.consumer_groups.describe(a["topic"], a["group"]),
     "groups.reset": lambda pq, a: pq.consumer_groups.reset_offsets(a["topic"], a["group"], a["to"]),
+    "groups.configure": _configure,
+    "groups.testPush": lambda pq, a: pq.consumer_groups.test_push(a["topic"], a["group"]),
+    "push.verify": _verify,
 }
 
 

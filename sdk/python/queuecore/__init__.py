@@ -45,8 +45,16 @@ from queuecore.models import (
     PartitionState,
     PublishBatching,
     PublishResult,
+    PushSettings,
     Topic,
     TopicStats,
+)
+from queuecore.push import (
+    PushConfig,
+    PushMessage,
+    PushTestResult,
+    PushVerificationError,
+    verify_push,
 )
 from queuecore.sync import Consumer, Message, QueueCore
 
@@ -84,6 +92,11 @@ __all__ = [
     "PublishBatching",
     "PublishOutcomeUnknown",
     "PublishResult",
+    "PushConfig",
+    "PushMessage",
+    "PushSettings",
+    "PushTestResult",
+    "PushVerificationError",
     "QueueCore",
     "QueueCoreError",
     "RateLimited",
@@ -92,4 +105,5 @@ __all__ = [
     "TopicStats",
     "Unavailable",
     "ValidationError",
+    "verify_push",
 ]

@@ -18,9 +18,20 @@ from queuecore.models import (
     PartitionOffset,
     duration_wire,
 )
+from queuecore.push import PushConfig, PushTestResult
 from queuecore.topics import path
 
 ResetTo = Union[Literal["earliest", "latest"], int]
+
+
+class _Keep:
+    """``push=KEEP``: leave a group's push settings as they are."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP = _Keep()
 
 
 def group_path(topic: str, group: str, *rest: str) -> str:
@@ -50,7 +61,9 @@ def merged_config(
         "maxInFlight": max_in_flight,
         "sessionTimeout": None if session_timeout is None else duration_wire(session_timeout),
     }
-    body = {**current, **{k: v for k, v in changes.items() if v is not None}}
+    # What GET shows of push (its secret's hint) is not what PUT takes: left out, push stays.
+    kept = {k: v for k, v in current.items() if k != "push"}
+    body = {**kept, **{k: v for k, v in changes.items() if v is not None}}
     dead = {
         "maxRetries": dead_letter.max_retries,
         "retryDelay": None
@@ -61,6 +74,15 @@ def merged_config(
     known = dict(current.get("deadLetter") or {})
     body["deadLetter"] = {**known, **{k: v for k, v in dead.items() if v is not None}}
     return body
+
+
+def _current_push(current: Mapping[str, Any], topic: str, group: str) -> dict[str, Any]:
+    """The group's push settings as PUT takes them, with a new secret asked for."""
+    push = current.get("push")
+    if not push:
+        raise ValueError(f"{topic}/{group} is not a push group: give push= to rotate its secret")
+    kept = {k: v for k, v in push.items() if k != "secretHint"}
+    return {**kept, "rotateSecret": True}
 
 
 class AsyncConsumerGroups:
@@ -93,11 +115,16 @@ class AsyncConsumerGroups:
         max_in_flight: int | None = None,
         session_timeout: Duration | None = None,
         dead_letter: DeadLetterPolicy | Mapping[str, Any] | None = None,
+        push: PushConfig | _Keep | None = KEEP,
+        rotate_secret: bool = False,
     ) -> Group:
         """Create or change a group (admin scope); settings not given keep their current value.
 
-        The API replaces a group's whole configuration, so the SDK reads it first and sends it
-        back with your changes; two concurrent ``configure`` calls may overwrite each other.
+        ``push`` makes it a push group (``None`` turns push off); the answer of the call that
+        first turns it on, or that has ``rotate_secret``, carries the signing secret in
+        ``push_secret``, once. The API replaces a group's whole configuration, so the SDK reads
+        it first and sends it back with your changes; two concurrent ``configure`` calls may
+        overwrite each other.
         """
         current = await self._current_config(topic, group)
         body = merged_config(
@@ -108,10 +135,22 @@ class AsyncConsumerGroups:
             session_timeout,
             dead_letter_policy(dead_letter),
         )
+        if not isinstance(push, _Keep):
+            body["push"] = None if push is None else push.wire(rotate_secret)
+        elif rotate_secret:
+            body["push"] = _current_push(current, topic, group)
         answer = await self._transport.request(
             "PUT", group_path(topic, group), json=body, idempotent=True
         )
         return Group.from_wire(answer)
+
+    async def test_push(self, topic: str, group: str) -> PushTestResult:
+        """Send a signed ``push.test`` event to a push group's endpoint now (admin scope): what
+        it answered."""
+        answer = await self._transport.request(
+            "POST", group_path(topic, group, "push", "test"), idempotent=False
+        )
+        return PushTestResult.from_wire(answer)
 
     async def delete(self, topic: str, group: str) -> None:
         """Delete a group with its members and committed offsets (admin scope)."""

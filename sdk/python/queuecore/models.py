@@ -184,14 +184,26 @@ class DeadLetterPolicy:
 
 
 @dataclass(frozen=True)
+class PushSettings:
+    """Where a push group's messages go, as the API reports it (the secret only as a hint)."""
+
+    endpoint: str
+    max_in_flight: int
+    timeout: str
+    ordered: bool
+    secret_hint: str
+
+
+@dataclass(frozen=True)
 class GroupConfig:
-    """A group's settings as the API reports them."""
+    """A group's settings as the API reports them; ``push`` for a push group."""
 
     start_from: str
     ack_timeout: str
     max_in_flight: int
     session_timeout: str
     dead_letter: DeadLetterPolicy
+    push: PushSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -207,6 +219,8 @@ class Group:
     config: GroupConfig
     dead_letters: int  # the depth of its dead-letter queue
     raw_config: dict[str, Any] = field(repr=False, default_factory=dict)
+    # The push signing secret: only from the configure call that made it (keep it then).
+    push_secret: str | None = field(repr=False, default=None)
 
     @property
     def lag(self) -> int:
@@ -232,6 +246,7 @@ class Group:
             config=_group_config(body["config"]),
             dead_letters=body["deadLetters"],
             raw_config=body["config"],
+            push_secret=body.get("pushSecret"),
         )
 
 
@@ -245,6 +260,15 @@ def _group_config(config: dict[str, Any]) -> GroupConfig:
         dead_letter=DeadLetterPolicy(
             dead.get("maxRetries"), dead.get("retryDelay"), dead.get("alertThreshold")
         ),
+        push=_push_settings(config.get("push")),
+    )
+
+
+def _push_settings(push: dict[str, Any] | None) -> PushSettings | None:
+    if push is None:
+        return None
+    return PushSettings(
+        push["endpoint"], push["maxInFlight"], push["timeout"], push["ordered"], push["secretHint"]
     )
 
 

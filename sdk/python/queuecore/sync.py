@@ -25,10 +25,12 @@ from queuecore.client import (
 )
 from queuecore.consumer import AsyncConsumer, AsyncMessage, Callback, Membership
 from queuecore.groups import (
+    KEEP,
     AsyncConsumerGroups,
     AsyncDeadLetters,
     AsyncOffsets,
     ResetTo,
+    _Keep,
 )
 from queuecore.models import (
     BatchResult,
@@ -44,6 +46,7 @@ from queuecore.models import (
     PublishResult,
     Topic,
 )
+from queuecore.push import PushConfig, PushTestResult
 from queuecore.topics import AsyncTopics
 
 T = TypeVar("T")
@@ -338,8 +341,13 @@ class ConsumerGroups:
         max_in_flight: int | None = None,
         session_timeout: Duration | None = None,
         dead_letter: DeadLetterSettings | None = None,
+        push: PushConfig | _Keep | None = KEEP,
+        rotate_secret: bool = False,
     ) -> Group:
-        """Create or change a group (admin scope); settings not given keep their current value."""
+        """Create or change a group (admin scope); settings not given keep their current value.
+
+        ``push`` makes it a push group (``None``: push off); ``push_secret`` of the answer that
+        first turns it on, or rotates, holds the signing secret, once."""
         change = self._inner.configure(
             topic,
             group,
@@ -348,8 +356,14 @@ class ConsumerGroups:
             max_in_flight=max_in_flight,
             session_timeout=session_timeout,
             dead_letter=dead_letter,
+            push=push,
+            rotate_secret=rotate_secret,
         )
         return self._loop.run(change)
+
+    def test_push(self, topic: str, group: str) -> PushTestResult:
+        """Send a signed ``push.test`` event to a push group's endpoint now: what it answered."""
+        return self._loop.run(self._inner.test_push(topic, group))
 
     def delete(self, topic: str, group: str) -> None:
         """Delete a group with its members and committed offsets (admin scope)."""

@@ -120,13 +120,64 @@ export interface DeadLetterPolicy {
   alertThreshold?: number;
 }
 
-/** A group's settings as the API reports them. */
+/** Where a push group's messages go, as the API reports it (the secret only as a hint). */
+export interface PushSettings {
+  endpoint: string;
+  maxInFlight: number;
+  timeout: string;
+  ordered: boolean;
+  secretHint: string;
+}
+
+/**
+ * `consumerGroups.configure({ push })`: deliver the group to `endpoint` (https), at most
+ * `maxInFlight` POSTs at once (1 to 1000, default 10), each failing after `timeout` (default
+ * 30 s, up to 10 min); `ordered`: one at a time per key.
+ */
+export interface PushConfig {
+  endpoint: string;
+  maxInFlight?: number;
+  timeout?: Duration;
+  ordered?: boolean;
+}
+
+/** What a push group's endpoint answered a test push. */
+export interface PushTestResult {
+  delivered: boolean;
+  statusCode: number | null;
+  error: string | null;
+  elapsedMs: number;
+}
+
+/** A message a push request carries, once `verifyPush` checked it. */
+export interface PushMessage {
+  messageId: string;
+  topic: string;
+  group: string;
+  partition: number;
+  offset: number;
+  attempt: number;
+  /** When it was published (ISO 8601). */
+  timestamp: string;
+  key: string | null;
+  headers: Record<string, string>;
+  data: unknown;
+  /** `'message'`, or `'push.test'` for a test push. */
+  event: string;
+  /** New for every attempt; `messageId` is the same on each. */
+  deliveryId: string;
+  /** `'base64'` for a Kafka producer's value that was not JSON. */
+  encoding?: string;
+}
+
+/** A group's settings as the API reports them; `push` for a push group. */
 export interface GroupConfig {
   startFrom: StartFrom;
   ackTimeout: string;
   maxInFlight: number;
   sessionTimeout: string;
   deadLetter: DeadLetterPolicy;
+  push?: PushSettings | null;
   [key: string]: unknown;
 }
 
@@ -137,6 +188,10 @@ export interface GroupSettings {
   maxInFlight?: number;
   sessionTimeout?: Duration;
   deadLetter?: DeadLetterPolicy;
+  /** Make it a push group (`null`: push off; not given: unchanged). */
+  push?: PushConfig | null;
+  /** A new signing secret (in `pushSecret` of the answer, once). */
+  rotateSecret?: boolean;
 }
 
 /** A consumer group: members, partition owners, committed offsets, lag and settings. */
@@ -152,6 +207,8 @@ export interface Group {
   deadLetters: number;
   /** Messages not yet done, over every partition (computed by the SDK). */
   lag: number;
+  /** The push signing secret: only from the configure call that made it (keep it then). */
+  pushSecret?: string;
 }
 
 /** A group's committed offset on a partition, the partition's end, and the lag between. */

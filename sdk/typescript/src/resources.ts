@@ -10,6 +10,8 @@ import {
   type GroupSettings,
   type GroupSummary,
   type PartitionOffset,
+  type PushConfig,
+  type PushTestResult,
   type ResetTo,
   type Topic,
   type UpdateTopic,
@@ -143,6 +145,11 @@ export class ConsumerGroups {
     return withLag(await this.transport.request<Group>('PUT', groupPath(topic, group), { json: body, idempotent: true }));
   }
 
+  /** Send a signed `push.test` event to a push group's endpoint now (admin scope): what it answered. */
+  testPush(topic: string, group: string): Promise<PushTestResult> {
+    return this.transport.request('POST', groupPath(topic, group, 'push', 'test'), { idempotent: false });
+  }
+
   /** Delete a group with its members and committed offsets (admin scope). */
   async delete(topic: string, group: string): Promise<void> {
     await this.transport.request('DELETE', groupPath(topic, group), { idempotent: false });
@@ -236,7 +243,28 @@ export function mergedConfig(current: Record<string, unknown>, settings: GroupSe
     alertThreshold: dead.alertThreshold,
   });
   const known = (current.deadLetter as Record<string, unknown> | undefined) ?? {};
-  return { ...current, ...changes, deadLetter: { ...known, ...deadChanges } };
+  // What GET shows of push (its secret's hint) is not what PUT takes: left out, push stays.
+  const { push: shown, ...kept } = current;
+  const body: Record<string, unknown> = { ...kept, ...changes, deadLetter: { ...known, ...deadChanges } };
+  if (settings.push !== undefined) {
+    body.push = settings.push === null ? null : pushWire(settings.push, settings.rotateSecret);
+  } else if (settings.rotateSecret) {
+    if (!shown) throw new TypeError('not a push group: give push to rotate its secret');
+    const { secretHint: _, ...pushKept } = shown as Record<string, unknown>;
+    body.push = { ...pushKept, rotateSecret: true };
+  }
+  return body;
+}
+
+/** The `push` object of a group's PUT. */
+export function pushWire(push: PushConfig, rotateSecret = false): Record<string, unknown> {
+  return defined({
+    endpoint: push.endpoint,
+    maxInFlight: push.maxInFlight ?? 10,
+    timeout: durationWire(push.timeout ?? '30s'),
+    ordered: push.ordered ?? false,
+    rotateSecret: rotateSecret || undefined,
+  });
 }
 
 function withLag(group: Group): Group {

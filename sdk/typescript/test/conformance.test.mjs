@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { QueueCore, QueueCoreError } from '../dist/index.js';
+import { QueueCore, QueueCoreError, verifyPush } from '../dist/index.js';
 
 const FILE = new URL('../../conformance/scenarios.json', import.meta.url);
 const { scenarios } = JSON.parse(readFileSync(FILE, 'utf8'));
@@ -76,6 +76,15 @@ const OPS = {
   'groups.list': (pq, a) => pq.consumerGroups.list(a.topic),
   'groups.describe': (pq, a) => pq.consumerGroups.describe(a.topic, a.group),
   'groups.reset': (pq, a) => pq.consumerGroups.resetOffsets(a.topic, a.group, a.to),
+  'groups.configure': async (pq, a) => {
+    const settings = { startFrom: a.startFrom, deadLetter: a.deadLetter, rotateSecret: a.rotateSecret };
+    if ('push' in a) settings.push = a.push;
+    const group = await pq.consumerGroups.configure(a.topic, a.group, settings);
+    return { ...group, pushSecret: group.pushSecret ?? null };
+  },
+  'groups.testPush': (pq, a) => pq.consumerGroups.testPush(a.topic, a.group),
+  'push.verify': async (_, a) =>
+    verifyPush(a.secret, a.headers, a.body, { now: a.now * 1000, toleranceMs: (a.toleranceS ?? 300) * 1000 }),
 };
 
 /** The `consume` op: handle `count` deliveries with their actions, stop, report them and the events. */
