@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+_NO_BODY = frozenset({204, 304})
 IDLE_S = 30.0  # a pooled connection unused this long is closed rather than reused
 _HEAD_LIMIT = 65_536
 _BODY_LIMIT = 65_536  # more of an answer than this is not read: the connection is dropped
@@ -158,9 +159,13 @@ async def _exchange(connection: _Connection, request: bytes) -> tuple[Answer, bo
     """Send one request, read its answer: (the answer, whether the connection can be reused)."""
     connection.writer.write(request)
     await connection.writer.drain()
-    head = await connection.reader.readuntil(b"\r\n\r\n")
-    status, headers = _parse_head(head)
-    body, complete = await _read_body(connection.reader, headers)
+    status, headers = _parse_head(await connection.reader.readuntil(b"\r\n\r\n"))
+    while 100 <= status < 200:  # an interim answer (100 Continue, 103): the final one follows
+        status, headers = _parse_head(await connection.reader.readuntil(b"\r\n\r\n"))
+    if status in _NO_BODY:  # never a body, whatever the headers say (RFC 9112 §6.3)
+        body, complete = b"", True
+    else:
+        body, complete = await _read_body(connection.reader, headers)
     keep = complete and headers.get("connection", "").lower() != "close"
     return Answer(status, headers, body), keep
 
@@ -175,6 +180,8 @@ def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
         name, sep, value = line.partition(":")
         if sep:
             headers[name.strip().lower()] = value.strip()
+    if version == "HTTP/1.0" and headers.get("connection", "").lower() != "keep-alive":
+        headers["connection"] = "close"  # HTTP/1.0 closes after each answer unless it says so
     return int(rest[:3]), headers
 
 

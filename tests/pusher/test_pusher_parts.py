@@ -136,6 +136,24 @@ def test_chunked_answers_keep_the_connection_and_a_closed_one_is_replaced() -> N
     assert len(connections) == 2  # delimited by its close: a new connection each time
 
 
+def test_a_204_without_a_length_is_complete_and_interim_answers_are_skipped() -> None:
+    connections = []
+
+    async def no_content(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(writer)
+        while True:
+            try:
+                await _read_request(reader)
+            except asyncio.IncompleteReadError:
+                return
+            # What Go's net/http and most frameworks send: no Content-Length, connection kept.
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n")
+
+    answers = asyncio.run(asyncio.wait_for(_answered_by(no_content), timeout=5))
+    assert answers == [(204, b"")] * 2
+    assert len(connections) == 1  # complete at its head: kept alive, not read until a close
+
+
 def test_an_idle_connection_the_endpoint_closed_is_not_a_failed_push() -> None:
     connections = []
 
