@@ -27,7 +27,7 @@ from data_plane.delivery.model import (
     group_ref,
 )
 from data_plane.delivery.offsets import offsets, reset, seek
-from data_plane.delivery.pulls import pull
+from data_plane.delivery.fair import pull
 from data_plane.delivery.store import wake
 
 __all__ = [

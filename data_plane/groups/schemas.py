@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from core.wire_types import BIGINT_MAX, Int64, Text
+from data_plane.groups.fairness import FairnessConfig, OnFailureSource
 
 Duration = Text | Int64
 Window = Annotated[
@@ -39,6 +40,9 @@ class GroupConfigRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=T
     max_in_flight: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1000
     session_timeout: Duration = "30s"
     dead_letter: DeadLetterConfig | None = None
+    # Fair scheduling (data_plane/groups/fairness.py): absent keeps the group's, null turns off.
+    fairness: FairnessConfig | None | msgspec.UnsetType = msgspec.UNSET
+    on_failure: OnFailureSource | None | msgspec.UnsetType = msgspec.UNSET
 
 
 class JoinRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):

@@ -9,6 +9,7 @@ errors are ``core.errors`` types carrying their data, which each edge maps to it
 place. Everything else in ``data_plane`` is internal to it (``tests/infra/test_layers.py``).
 """
 
+from data_plane.config.service import ConfigEntry, ConfigList, ConfigValue
 from data_plane.deadletters.alert_schemas import AlertEndpointRequest, AlertEndpointView
 from data_plane.deadletters.alerts import AlertEndpoint, AlertEndpointNotFound
 from data_plane.deadletters.service import (
@@ -56,6 +57,7 @@ from data_plane.read.schemas import (
     MessagePage,
     iso_timestamp,
     message_page,
+    scheduling,
 )
 from data_plane.service.consuming import KEEPALIVE_S, Stream
 from data_plane.service.plane import DataPlane, NackItem, NackOutcome
@@ -107,6 +109,9 @@ __all__ = [
     "BatchPublishResult",
     "Caller",
     "ClassicJoinRequest",
+    "ConfigEntry",
+    "ConfigList",
+    "ConfigValue",
     "CreateTopicRequest",
     "DataPlane",
     "DeadLetterNotFound",
@@ -167,4 +172,5 @@ __all__ = [
     "iso_timestamp",
     "message_id",
     "message_page",
+    "scheduling",
 ]

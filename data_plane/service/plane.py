@@ -12,15 +12,20 @@ maps them to its protocol in one place.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass
+
+from redis.asyncio import Redis
 
 from core.db import AsyncPool, Conn
 from core.object_store import ObjectStore
 from core.settings import DataPlaneSettings
 from data_plane import delivery
 from data_plane.delivery import AckOutcome, AckRejected, GroupRef, GroupRefCache, Pulled
+from data_plane.config.service import ConfigCache
+from data_plane.delivery.throttle import Buckets, Throttle
 from data_plane.delivery.triage import SlowDeliveryTriage
 from data_plane.groups import service as groups
 from data_plane.groups.classic import ClassicGroups
@@ -30,6 +35,7 @@ from data_plane.read import seek
 from data_plane.read.cache import BlockCache
 from data_plane.read.notify import PublishListener
 from data_plane.read.reader import ReadResult, SegmentReader, TopicRef
+from data_plane.service.config import RuntimeConfig
 from data_plane.service.consuming import Stream, wait_s
 from data_plane.service.deadletters import DeadLetters
 from data_plane.service.groups import Groups
@@ -87,6 +93,7 @@ class DataPlane:
         objects: ObjectStore,
         config: DataPlaneSettings,
         usage: UsageSink | None = None,
+        redis: Redis | None = None,
     ) -> None:
         self.db = db
         self.objects = objects
@@ -122,6 +129,11 @@ class DataPlane:
             db, self.publisher, self.reader, self.traffic, self.delivered, message_bytes
         )
         self.classic_groups = ClassicGroups(db)
+        # Fair scheduling: runtime configuration (throttle rates), the throttle buckets (Redis,
+        # else this process's memory).
+        self.config_cache = ConfigCache(db)
+        self.buckets = Buckets(redis)
+        self.config = RuntimeConfig(db, self.config_cache)
 
     async def start(self) -> None:
         """Start the writer's flush loop, the LISTEN connection, the pulse and the traffic flusher."""
@@ -312,6 +324,11 @@ class DataPlane:
         if messages and self.usage is not None:
             self.usage.delivered(environment_id, len(messages), message_bytes(messages))
 
+    async def _throttle(self, environment_id: str) -> Throttle:
+        """A fair pull's throttle: the environment's throttle keys and the shared buckets."""
+        limits = await self.config_cache.throttles(environment_id)
+        return Throttle(self.buckets, environment_id, limits)
+
     async def _group_ref(self, environment_id: str, topic: str, group: str) -> GroupRef:
         """The group, from the process's cache when it is there."""
         ref = self.group_refs.cached(environment_id, topic, group)
@@ -357,13 +374,18 @@ class DataPlane:
         started_s = time.perf_counter()
         async with self.db.connection() as conn:
             acquire_s = time.perf_counter() - started_s
+            throttle = functools.partial(self._throttle, environment_id)
             try:
-                pulled = await delivery.pull(conn, self.reader, ref, member_id, limit, owned)
+                pulled = await delivery.pull(
+                    conn, self.reader, ref, member_id, limit, owned, throttle=throttle
+                )
             except (groups.MemberNotFound, groups.GroupTopicNotFound):
                 moved = await self._moved(conn, environment_id, ref)
                 if moved is None:
                     raise
-                pulled = await delivery.pull(conn, self.reader, moved, member_id, limit)
+                pulled = await delivery.pull(
+                    conn, self.reader, moved, member_id, limit, throttle=throttle
+                )
         if self.delivery_triage is not None:
             now_s = time.perf_counter()
             self.delivery_triage.observe_pull(

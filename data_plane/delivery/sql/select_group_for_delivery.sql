@@ -1,2 +1,4 @@
-SELECT g.*, t.delivery FROM consumer_groups g JOIN topics t ON t.id = g.topic_id
+-- A group's ids and settings for delivery; fair: it has a group_fairness row (migration 0026).
+SELECT g.*, t.delivery, EXISTS (SELECT 1 FROM group_fairness f WHERE f.group_id = g.id) AS fair
+FROM consumer_groups g JOIN topics t ON t.id = g.topic_id
 WHERE g.topic_id = %(topic_id)s AND g.name = %(name)s
