@@ -60,6 +60,7 @@ class GroupRef:
     retry_delay_ms: int
     partitions: int  # the topic's, when looked up: lease ids a pull sends when it knows no better
     fair: bool = False  # a fair group (or one still leaving fairness): pulls take the fair path
+    on_failure: str | None = None  # the source of its onFailure hook, if it has one
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,7 @@ async def group_ref(conn: Conn, environment_id: str, topic: str, group: str) -> 
         retry_delay_ms=row["retry_delay_ms"],
         partitions=topic_row["partitions"],
         fair=bool(row["fair"]),
+        on_failure=row["on_failure"],
     )
 
 

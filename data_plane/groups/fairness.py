@@ -12,11 +12,11 @@ from psycopg.types.json import Jsonb
 from core.db import Conn
 from core.wire_types import Text
 from data_plane.groups import queries as q
+from data_plane.hooks.failure import ON_FAILURE
 from data_plane.hooks.sandbox import compile_hook
 
 Weight = Annotated[int, msgspec.Meta(ge=1, le=1000)]
 FairnessKey = Annotated[Text, msgspec.Meta(max_length=200)]
-ON_FAILURE = "on_failure"
 
 
 class FairnessConfig(msgspec.Struct, rename="camel", forbid_unknown_fields=True):

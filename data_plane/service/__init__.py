@@ -21,8 +21,10 @@ from data_plane.deadletters.service import (
     DeadLetterReplayed,
     DeadLetterView,
     Replayed,
+    ReplayRequest,
 )
 from data_plane.delivery import AckOutcome, AckRejected, Delivery, GroupRef, Pulled
+from data_plane.delivery.stats import GroupStats, KeyStats, ThrottleStats
 from data_plane.errors import (
     MessageTooLarge,
     PublishOutcomeUnknown,
@@ -124,6 +126,7 @@ __all__ = [
     "GroupDetail",
     "GroupError",
     "GroupRef",
+    "GroupStats",
     "GroupSummary",
     "GroupView",
     "HeartbeatRequest",
@@ -131,6 +134,7 @@ __all__ = [
     "IdempotencyKey",
     "JoinRequest",
     "JoinResponse",
+    "KeyStats",
     "LagPoint",
     "LagSeries",
     "Message",
@@ -151,9 +155,11 @@ __all__ = [
     "QuotaExceeded",
     "ReadResult",
     "Replayed",
+    "ReplayRequest",
     "Scope",
     "StoredMessage",
     "Stream",
+    "ThrottleStats",
     "TopicDetail",
     "TopicExists",
     "TopicList",

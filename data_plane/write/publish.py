@@ -307,12 +307,16 @@ class PublishService:
     """Validates publishes against the tier, partitions them and waits for their commit."""
 
     def __init__(
-        self, pool: AsyncPool, writer: SegmentWriter, usage: UsageSink | None = None
+        self,
+        pool: AsyncPool,
+        writer: SegmentWriter,
+        usage: UsageSink | None = None,
+        hook_errors: HookErrors | None = None,
     ) -> None:
         self.pool = pool
         self.writer = writer
         self.usage = usage
-        self.topics = TopicDirectory(pool)
+        self.topics = TopicDirectory(pool, hook_errors=hook_errors)
         self._salts: dict[str, int] = {}  # per topic: where this process's rotation starts
         self._inflight: dict[tuple[str, str], asyncio.Future[Placement]] = {}
 

@@ -56,5 +56,5 @@ CREATE TABLE fair_deficits (
 -- retention dropped the message is read from this copy).
 ALTER TABLE dead_letters
     ADD COLUMN fairness_key  text,
-    ADD COLUMN throttle_keys text[],
+    ADD COLUMN throttle_keys jsonb,
     ADD COLUMN weight        integer;
