@@ -2,7 +2,7 @@
 
 Shreedhar and Varghese's DRR, as Fila schedules a queue: every fairness key with pending messages
 is in a round; when a key's turn comes and its deficit is below one message, it gains
-``quantum × weight``; it then sends messages, oldest first, while its deficit lasts; a key left
+``quantum * weight``; it then sends messages, oldest first, while its deficit lasts; a key left
 with nothing pending leaves the round and loses its deficit; one that spent its deficit goes to
 the back. A key's weight is the group's ``weights[key]``, else the weight its oldest pending
 message carries (set by an ``onEnqueue`` hook), else the group's ``defaultWeight``.

@@ -29,7 +29,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from data_plane.delivery import queries as q
-from data_plane.groups import queries as gq
 from data_plane.delivery.drr import IN_ORDER, SHARED_KEY, Fairness, KeyState, Pending, Round
 from data_plane.delivery.leases import new_lease_id, range_ack_ids
 from data_plane.delivery.model import Conn, Delivery, FairGroup, GroupRef, Pulled
@@ -44,6 +43,7 @@ from data_plane.delivery.pulls import (
 from data_plane.delivery.pulls import pull as pull_in_order
 from data_plane.delivery.store import expire_ranges
 from data_plane.delivery.throttle import Throttle
+from data_plane.groups import queries as gq
 from data_plane.read.reader import BlockRow, SegmentReader
 from data_plane.write.segment import Message
 from observability import metrics
@@ -243,7 +243,9 @@ def _fair_deliveries(
     """The deliveries of the picked offsets, in the round's order, with their range ack ids."""
     ack_ids: dict[int, str] = {}
     for lease_id, first, last in leases:
-        ack_ids.update(zip(range(first, last + 1), range_ack_ids(lease_id, last - first + 1)))
+        ack_ids.update(
+            zip(range(first, last + 1), range_ack_ids(lease_id, last - first + 1), strict=True)
+        )
     return [Delivery(partition, offset, 1, ack_ids[offset], stored[offset]) for offset in picked]
 
 

@@ -1,7 +1,7 @@
 """A group's stats (Fila's ``GetStats``): depth, in flight, consumers, and for a fair group each
 fairness key's pending messages, deficit and weight, and each throttle key's bucket.
 
-``depth`` counts the messages waiting for delivery: the lag (end offset − committed offset) less
+``depth`` counts the messages waiting for delivery: the lag (end offset - committed offset) less
 those in flight and those already done above the committed offset. ``perKey`` is read from the
 look-ahead windows a fair pull schedules from (:data:`data_plane.delivery.fair.WINDOW` offsets per
 partition), so a key's ``pending`` counts its messages in those windows, not beyond them.
@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-
 import msgspec
 
 from data_plane.config.service import Limit
 from data_plane.delivery import queries as q
 from data_plane.delivery.drr import Fairness, KeyState
-from data_plane.delivery.fair import WINDOW, _fair_state, _pending, fairness_of
+from data_plane.delivery.fair import WINDOW, _fair_state, _pending
 from data_plane.delivery.model import Conn, GroupRef
 from data_plane.read.reader import OffsetOutOfRange, SegmentReader
 
@@ -82,7 +81,14 @@ async def group_stats(
     ]
     active = sum(1 for k in per_key if k.pending > 0)
     return GroupStats(
-        depth, in_flight, int(row["active_consumers"]), active, quantum, per_key, throttles, hook_errors
+        depth,
+        in_flight,
+        int(row["active_consumers"]),
+        active,
+        quantum,
+        per_key,
+        throttles,
+        hook_errors,
     )
 
 
@@ -102,7 +108,9 @@ async def _per_key(
         if delivered >= end:
             continue
         try:
-            result = await reader.read(conn, ref.topic_id, partition, delivered, min(end - delivered, WINDOW))
+            result = await reader.read(
+                conn, ref.topic_id, partition, delivered, min(end - delivered, WINDOW)
+            )
         except OffsetOutOfRange:
             continue
         taken = ahead.get(partition, set())
@@ -118,8 +126,11 @@ async def _per_key(
             deficits[key] = deficits.get(key, 0) + state.deficit
     keys = sorted(pending.keys() | deficits.keys())
     return [
-        KeyStats(key, pending.get(key, 0), deficits.get(key, 0), weights.get(key, fairness.weight_of(key, 0)))
+        KeyStats(
+            key,
+            pending.get(key, 0),
+            deficits.get(key, 0),
+            weights.get(key, fairness.weight_of(key, 0)),
+        )
         for key in keys
     ]
-
-

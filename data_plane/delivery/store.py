@@ -213,7 +213,9 @@ def _letters(
         "first_delivered_at": [row["first_delivered_at"] for row, _, _ in stored],
         "fairness_keys": [_fairness_key(message) for _, message, _ in stored],
         "throttle_keys": [_throttle_keys(message) for _, message, _ in stored],
-        "weights": [message.schedule.weight if message.schedule else None for _, message, _ in stored],
+        "weights": [
+            message.schedule.weight if message.schedule else None for _, message, _ in stored
+        ],
     }
 
 

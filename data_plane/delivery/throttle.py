@@ -69,7 +69,9 @@ class LocalBuckets:
     ) -> Admission:
         """The token bucket script's rules, here."""
         now = time.monotonic()
-        tokens = {key: self._refilled(environment_id, key, limit, now) for key, limit in limits.items()}
+        tokens = {
+            key: self._refilled(environment_id, key, limit, now) for key, limit in limits.items()
+        }
         admitted: list[bool] = []
         blocked: set[str] = set()
         wait: float | None = None

@@ -41,8 +41,8 @@ class GroupConfigRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=T
     session_timeout: Duration = "30s"
     dead_letter: DeadLetterConfig | None = None
     # Fair scheduling (data_plane/groups/fairness.py): absent keeps the group's, null turns off.
-    fairness: FairnessConfig | None | msgspec.UnsetType = msgspec.UNSET
-    on_failure: OnFailureSource | None | msgspec.UnsetType = msgspec.UNSET
+    fairness: FairnessConfig | msgspec.UnsetType | None = msgspec.UNSET
+    on_failure: OnFailureSource | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class JoinRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):

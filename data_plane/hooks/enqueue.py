@@ -20,7 +20,6 @@ import msgspec
 
 from data_plane.hooks.errors import HookErrors
 from data_plane.hooks.sandbox import HookFailed, LuaHook, lua
-from data_plane.write.segment import Schedule
 
 ON_ENQUEUE = "on_enqueue"
 MAX_KEY_CHARS = 200
@@ -50,24 +49,8 @@ class EnqueueHook:
     _failures_in_a_row: int = 0
     _suspended_until: float = field(default=0.0)
 
-    def schedule(
-        self,
-        key: str | None,
-        headers: dict[str, str],
-        data: Any,
-        fairness_key: str | None,
-        throttle_keys: list[str] | None,
-    ) -> Schedule | None:
-        """The message's schedule: its own fields, then what the hook assigns."""
-        assigned = self._assigned(key, headers, data)
-        if assigned is not None:
-            fairness_key = assigned.fairness_key if fairness_key is None else fairness_key
-            if throttle_keys is None and assigned.throttle_keys is not None:
-                throttle_keys = list(assigned.throttle_keys)
-        weight = 0 if assigned is None else assigned.weight
-        return make_schedule(fairness_key, weight, throttle_keys)
-
-    def _assigned(self, key: str | None, headers: dict[str, str], data: Any) -> Assigned | None:
+    def assign(self, key: str | None, headers: dict[str, str], data: Any) -> Assigned | None:
+        """What the hook assigns to a message, or None when it assigns nothing or failed."""
         now = time.monotonic()
         if now < self._suspended_until:
             self.errors.failed("onEnqueue", self.topic_id, "suspended after failing repeatedly")
@@ -87,16 +70,6 @@ class EnqueueHook:
         return assigned
 
 
-def make_schedule(
-    fairness_key: str | None, weight: int, throttle_keys: list[str] | None
-) -> Schedule | None:
-    """A message's schedule, or None when it has nothing to schedule by."""
-    keys = tuple(dict.fromkeys(throttle_keys or ()))
-    if fairness_key is None and not weight and not keys:
-        return None
-    return Schedule(fairness_key, weight, keys)
-
-
 def parse_assigned(result: Any) -> Assigned | None:
     """A hook's return value, checked: nil (nothing assigned) or the table the contract names."""
     if result is None:
@@ -108,7 +81,9 @@ def parse_assigned(result: Any) -> Assigned | None:
         not isinstance(fairness_key, str) or len(fairness_key) > MAX_KEY_CHARS
     ):
         raise HookFailed(f"fairness_key must be a string of at most {MAX_KEY_CHARS} characters")
-    return Assigned(fairness_key, _weight(result["weight"]), _throttle_keys(result["throttle_keys"]))
+    return Assigned(
+        fairness_key, _weight(result["weight"]), _throttle_keys(result["throttle_keys"])
+    )
 
 
 def _weight(value: Any) -> int:

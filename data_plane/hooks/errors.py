@@ -83,9 +83,14 @@ class HookErrorFlusher:
             return
         try:
             async with self._connect() as conn:
-                for statement, counts in ((q.ADD_TOPIC_HOOK_ERRORS, topics), (q.ADD_GROUP_HOOK_ERRORS, groups)):
+                for statement, counts in (
+                    (q.ADD_TOPIC_HOOK_ERRORS, topics),
+                    (q.ADD_GROUP_HOOK_ERRORS, groups),
+                ):
                     if counts:
-                        await conn.execute(statement, {"ids": list(counts), "counts": list(counts.values())})
+                        await conn.execute(
+                            statement, {"ids": list(counts), "counts": list(counts.values())}
+                        )
         except psycopg.Error as exc:
             log.warning("hook_errors_flush_failed", error=type(exc).__name__)
             for owner, n in topics.items():

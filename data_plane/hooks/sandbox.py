@@ -21,7 +21,7 @@ from core.errors import ValidationFailed
 try:  # lupa ships one module per Lua version; 5.4 has the memory limit
     import lupa.lua54 as lua
 except ImportError:  # pragma: no cover - lupa's wheels all carry lua54
-    import lupa as lua  # type: ignore[no-redef]
+    import lupa as lua
 
 INSTRUCTION_BUDGET = 100_000  # per call: about a millisecond of Lua
 MAX_MEMORY_BYTES = 4 * 1024 * 1024  # per hook's Lua state

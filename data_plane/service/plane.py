@@ -23,9 +23,8 @@ from core.db import AsyncPool, Conn
 from core.object_store import ObjectStore
 from core.settings import DataPlaneSettings
 from data_plane import delivery
-from data_plane.delivery import AckOutcome, AckRejected, GroupRef, GroupRefCache, Pulled
 from data_plane.config.service import ConfigCache
-from data_plane.delivery import stats
+from data_plane.delivery import AckOutcome, AckRejected, GroupRef, GroupRefCache, Pulled, stats
 from data_plane.delivery.stats import GroupStats
 from data_plane.delivery.throttle import Buckets, Throttle
 from data_plane.delivery.triage import SlowDeliveryTriage

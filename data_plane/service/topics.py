@@ -104,7 +104,7 @@ class Topics:
         partitions: int | None = None,
         retention: str | None = None,
         latency_class: str | None = None,
-        on_enqueue: str | None | msgspec.UnsetType = msgspec.UNSET,
+        on_enqueue: str | msgspec.UnsetType | None = msgspec.UNSET,
     ) -> TopicView:
         """More partitions (never fewer), another retention or latency class, another
         ``onEnqueue`` hook (None removes it; 422 ``INVALID_HOOK`` unless it compiles)."""

@@ -37,7 +37,7 @@ class UpdateTopicRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=T
     retention: Text | None = None
     latency_class: LatencyClass | None = None
     # absent: unchanged; null: removed
-    on_enqueue: HookSource | None | msgspec.UnsetType = msgspec.UNSET
+    on_enqueue: HookSource | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class TopicStats(msgspec.Struct, rename="camel"):

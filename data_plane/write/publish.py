@@ -46,13 +46,13 @@ from data_plane.errors import (
     TopicNotFound,
 )
 from data_plane.hooks import queries as hq
-from data_plane.hooks.enqueue import ON_ENQUEUE, EnqueueHook, make_schedule
+from data_plane.hooks.enqueue import ON_ENQUEUE, EnqueueHook
 from data_plane.hooks.errors import HookErrors
 from data_plane.hooks.sandbox import HookCache, InvalidHook
 from data_plane.topics import service as topic_service
 from data_plane.topics.schemas import PublishRequest
 from data_plane.write import queries as q
-from data_plane.write.segment import Message
+from data_plane.write.segment import Message, Schedule
 from data_plane.write.writer import (
     MESSAGE_OVERHEAD_BYTES,
     Entry,
@@ -538,13 +538,25 @@ def _message(
     limit = route.limits.max_message_bytes
     if size > limit:
         raise MessageTooLarge(index, size, limit, route.tier)
-    if route.on_enqueue is not None:
-        schedule = route.on_enqueue.schedule(
-            request.key, headers, request.data, request.fairness_key, request.throttle_keys
-        )
-    else:
-        schedule = make_schedule(request.fairness_key, 0, request.throttle_keys)
-    return Message(key, headers, value, now_ms, schedule=schedule), size
+    return Message(key, headers, value, now_ms, schedule=_schedule(request, route)), size
+
+
+def _schedule(request: PublishRequest, route: TopicRoute) -> Schedule | None:
+    """The message's scheduling metadata: its own fields, then what the topic's hook assigns to
+    those it left unset; None when there is nothing to schedule by."""
+    fairness_key, throttle_keys, weight = request.fairness_key, request.throttle_keys, 0
+    hook = route.on_enqueue
+    if hook is not None and (
+        assigned := hook.assign(request.key, request.headers or {}, request.data)
+    ):
+        fairness_key = assigned.fairness_key if fairness_key is None else fairness_key
+        if throttle_keys is None and assigned.throttle_keys is not None:
+            throttle_keys = list(assigned.throttle_keys)
+        weight = assigned.weight
+    keys = tuple(dict.fromkeys(throttle_keys or ()))
+    if fairness_key is None and not weight and not keys:
+        return None
+    return Schedule(fairness_key, weight, keys)
 
 
 def _check_batch_size(count: int, route: TopicRoute) -> None:

@@ -378,11 +378,15 @@ def test_a_segment_written_before_format_3_still_reads() -> None:
 
 
 @given(st.lists(messages_st, min_size=1, max_size=8), st.data())
-def test_a_corrupt_scheduling_column_is_detected(messages: list[Message], data: st.DataObject) -> None:
+def test_a_corrupt_scheduling_column_is_detected(
+    messages: list[Message], data: st.DataObject
+) -> None:
     blocks = {("t", 0): [*messages, Message(None, {}, b"1", 0, schedule=Schedule("k", 1, ("a",)))]}
     encoded, refs = encode_segment(blocks)
     position = data.draw(st.integers(HEADER_SIZE, refs[0].offset + refs[0].length - 1))
     with pytest.raises(SegmentCorrupt):
-        decode_block(flipped(encoded, position, data.draw(st.integers(1, 255)))[
-            refs[0].offset : refs[0].offset + refs[0].length
-        ])
+        decode_block(
+            flipped(encoded, position, data.draw(st.integers(1, 255)))[
+                refs[0].offset : refs[0].offset + refs[0].length
+            ]
+        )

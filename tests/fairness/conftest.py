@@ -30,7 +30,9 @@ class FairTopic:
         self.client, self.headers = client, bearer(org.keys["production"].secret)
         self.topic = f"fair.{unique('t')}"
         body = {"name": self.topic, "partitions": partitions, "delivery": delivery}
-        created = client.post("/v1/topics", json={**body, **(topic_config or {})}, headers=self.headers)
+        created = client.post(
+            "/v1/topics", json={**body, **(topic_config or {})}, headers=self.headers
+        )
         assert created.status_code == 201, created.text
         self.base = f"/v1/topics/{self.topic}/groups/workers"
         config = {"startFrom": "earliest", "fairness": {}, **group_config}
@@ -91,4 +93,6 @@ def org(services: Services) -> NewOrganisation:
 
 def keyed(key: str, count: int, start: int = 0, **extra: Any) -> list[dict[str, Any]]:
     """``count`` messages of fairness key ``key``, their data ``"key-i"``."""
-    return [{"data": f"{key}-{i}", "fairnessKey": key, **extra} for i in range(start, start + count)]
+    return [
+        {"data": f"{key}-{i}", "fairnessKey": key, **extra} for i in range(start, start + count)
+    ]

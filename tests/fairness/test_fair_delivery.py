@@ -133,10 +133,19 @@ def test_fairness_config_is_validated_and_shown(
     client: TestClient, org: NewOrganisation, unique: Callable[[str], str]
 ) -> None:
     fair = FairTopic(client, org, unique, fairness={"weights": {"vip": 5}, "quantum": 2})
-    assert fair.view["config"]["fairness"] == {"weights": {"vip": 5}, "defaultWeight": 1, "quantum": 2}
+    assert fair.view["config"]["fairness"] == {
+        "weights": {"vip": 5},
+        "defaultWeight": 1,
+        "quantum": 2,
+    }
     kept = client.put(fair.base, json={"startFrom": "earliest"}, headers=fair.headers).json()
     assert kept["config"]["fairness"]["quantum"] == 2, "a PUT without fairness keeps it"
-    for bad in ({"weights": {"vip": 0}}, {"quantum": 1001}, {"defaultWeight": "x"}, {"lookAhead": 5}):
+    for bad in (
+        {"weights": {"vip": 0}},
+        {"quantum": 1001},
+        {"defaultWeight": "x"},
+        {"lookAhead": 5},
+    ):
         response = client.put(fair.base, json={"fairness": bad}, headers=fair.headers)
         assert response.status_code in (400, 422), bad
         assert response.json()["error"]["code"] == "VALIDATION_ERROR"

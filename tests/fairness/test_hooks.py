@@ -58,7 +58,9 @@ def test_hooks_that_do_not_compile_are_refused_when_saved(
     assert created.status_code == 422 and created.json()["error"]["code"] == "INVALID_HOOK"
     refused = client.put(fair.base, json={"onFailure": "function x("}, headers=fair.headers)
     assert refused.status_code == 422 and refused.json()["error"]["code"] == "INVALID_HOOK"
-    assert client.get(f"/v1/topics/{fair.topic}", headers=fair.headers).json().get("onEnqueue") is None
+    assert (
+        client.get(f"/v1/topics/{fair.topic}", headers=fair.headers).json().get("onEnqueue") is None
+    )
 
 
 def test_a_hook_that_loops_or_escapes_never_fails_a_publish_and_is_counted(
@@ -107,7 +109,9 @@ def test_on_failure_decides_between_retry_and_the_dead_letter_queue(
             attempts.append((message["data"], message["attempt"]))
             error = "poison" if message["data"] == "bad" else "try again"
             nacked = client.post(
-                f"{fair.base}/nack", json={"ackId": message["ackId"], "error": error}, headers=fair.headers
+                f"{fair.base}/nack",
+                json={"ackId": message["ackId"], "error": error},
+                headers=fair.headers,
             )
             assert nacked.status_code == 200, nacked.text
     assert attempts.count(("flaky", 1)) == 1 and ("flaky", 3) in attempts, attempts
@@ -131,6 +135,8 @@ def test_a_failing_on_failure_hook_leaves_the_decision_to_the_dead_letter_policy
     )
     fair.publish([{"data": "x"}])
     [message] = fair.pull(fair.join(), 1)
-    nacked = client.post(f"{fair.base}/nack", json={"ackId": message["ackId"]}, headers=fair.headers)
+    nacked = client.post(
+        f"{fair.base}/nack", json={"ackId": message["ackId"]}, headers=fair.headers
+    )
     assert nacked.json()["deadLettered"] is True
     assert fair.stats()["hookErrors"] == 1

@@ -50,7 +50,9 @@ class Api:
 
     def ack(self, batch: list[dict[str, Any]]) -> None:
         if batch:
-            response = self.http.post(f"{self.base}/ack", json={"ackIds": [m["ackId"] for m in batch]})
+            response = self.http.post(
+                f"{self.base}/ack", json={"ackIds": [m["ackId"] for m in batch]}
+            )
             assert response.status_code == 200, response.text
 
 
@@ -94,7 +96,7 @@ def test_a_throttle_key_holds_its_rate_across_two_replicas(cluster: Cluster) -> 
         thread.join()
     elapsed = time.monotonic() - started
     total = sum(counts)
-    # A bucket of 5 tokens refilling at 5 a second, shared: at most 5 + 5 × elapsed in all.
+    # A bucket of 5 tokens refilling at 5 a second, shared: at most 5 + 5 * elapsed in all.
     assert total <= 5 + 5 * elapsed + 1, (counts, elapsed)
     assert total >= 5 * elapsed - 2, (counts, elapsed)
     assert all(counts), f"both replicas delivered: {counts}"
@@ -105,7 +107,10 @@ def test_a_throttle_key_holds_its_rate_across_two_replicas(cluster: Cluster) -> 
 
 
 def _kill_everything(cluster: Cluster) -> None:
-    for target in [*cluster.apis, *[t for kind in ("postgres", "redis", "s3") for t in cluster.targets()[kind]]]:
+    for target in [
+        *cluster.apis,
+        *[t for kind in ("postgres", "redis", "s3") for t in cluster.targets()[kind]],
+    ]:
         root = target.root()
         if root is not None:
             signal_tree(root, signal.SIGKILL)
@@ -120,13 +125,20 @@ def _start_everything(cluster: Cluster) -> None:
         api.start()
 
 
-def test_a_round_survives_every_process_killed_in_its_middle(cluster: Cluster, tmp_path: Path) -> None:
+def test_a_round_survives_every_process_killed_in_its_middle(
+    cluster: Cluster, tmp_path: Path
+) -> None:
     first, second, _ = _set_up(
         cluster, "restarted", partitions=1, fairness={"weights": {"gold": 3, "basic": 1}}
     )
     messages = [{"data": f"basic-{i}", "fairnessKey": "basic"} for i in range(20)]
     messages += [{"data": f"gold-{i}", "fairnessKey": "gold"} for i in range(60)]
-    assert first.http.post("/v1/topics/restarted/messages/batch", json={"messages": messages}).status_code == 201
+    assert (
+        first.http.post(
+            "/v1/topics/restarted/messages/batch", json={"messages": messages}
+        ).status_code
+        == 201
+    )
     member = first.join()
     before = first.pull(member, 2)
     assert [m["fairnessKey"] for m in before] == ["basic", "gold"]  # basic's turn, then gold's
