@@ -56,15 +56,15 @@ async def set_on_failure(conn: Conn, group_id: str, source: str | None) -> None:
 
 
 async def describe(conn: Conn, group_id: str) -> dict[str, Any]:
-    """``{"fairness": {...} | None, "onFailure": source | None}`` as a group's config shows them."""
+    """``fairness`` and ``onFailure`` as a group's config shows them: each only when set."""
     row = await (await conn.execute(q.SELECT_FAIRNESS_AND_HOOK, {"group_id": group_id})).fetchone()
-    if row is None:
-        return {"fairness": None, "onFailure": None}
-    fairness = None
-    if row["enabled"]:
-        fairness = {
+    shown: dict[str, Any] = {}
+    if row is not None and row["enabled"]:
+        shown["fairness"] = {
             "weights": row["weights"],
             "defaultWeight": row["default_weight"],
             "quantum": row["quantum"],
         }
-    return {"fairness": fairness, "onFailure": row["on_failure"]}
+    if row is not None and row["on_failure"] is not None:
+        shown["onFailure"] = row["on_failure"]
+    return shown

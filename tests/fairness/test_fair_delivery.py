@@ -118,7 +118,7 @@ def test_turning_fairness_off_goes_back_to_offset_order_without_repeating_a_mess
     response = client.put(
         fair.base, json={"startFrom": "earliest", "fairness": None}, headers=fair.headers
     )
-    assert response.status_code == 200 and response.json()["config"]["fairness"] is None
+    assert response.status_code == 200 and "fairness" not in response.json()["config"]
     rest = []
     while batch := fair.pull(member, 3):
         rest += batch
