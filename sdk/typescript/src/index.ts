@@ -11,5 +11,6 @@ export {
 export * from './errors.js';
 export type { Logger } from './http.js';
 export type { InspectOptions } from './resources.js';
+export { RuntimeConfig } from './config.js';
 export type * from './models.js';
 export { SseParser, type SseEvent } from './sse.js';

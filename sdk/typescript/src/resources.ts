@@ -8,6 +8,7 @@ import {
   type DeadLetterPage,
   type Group,
   type GroupSettings,
+  type GroupStats,
   type GroupSummary,
   type PartitionOffset,
   type ResetTo,
@@ -143,6 +144,11 @@ export class ConsumerGroups {
     return withLag(await this.transport.request<Group>('PUT', groupPath(topic, group), { json: body, idempotent: true }));
   }
 
+  /** Depth, in flight, consumers; a fair group's keys; the environment's throttle keys; hook failures. */
+  stats(topic: string, group: string): Promise<GroupStats> {
+    return this.transport.request('GET', groupPath(topic, group, 'stats'), { idempotent: true });
+  }
+
   /** Delete a group with its members and committed offsets (admin scope). */
   async delete(topic: string, group: string): Promise<void> {
     await this.transport.request('DELETE', groupPath(topic, group), { idempotent: false });
@@ -212,9 +218,10 @@ export class DeadLetters {
     return body.replayed;
   }
 
-  /** Deliver every dead letter to the group again; resolves to how many. */
-  async replayAll(topic: string, group: string): Promise<number> {
+  /** Deliver the dead letters to the group again, oldest first: all, or at most `count`; resolves to how many. */
+  async replayAll(topic: string, group: string, options: { count?: number } = {}): Promise<number> {
     const body = await this.transport.request<{ replayed: number }>('POST', groupPath(topic, group, 'dlq', 'replay'), {
+      json: options.count === undefined ? undefined : { count: options.count },
       idempotent: false,
     });
     return body.replayed;
@@ -236,7 +243,10 @@ export function mergedConfig(current: Record<string, unknown>, settings: GroupSe
     alertThreshold: dead.alertThreshold,
   });
   const known = (current.deadLetter as Record<string, unknown> | undefined) ?? {};
-  return { ...current, ...changes, deadLetter: { ...known, ...deadChanges } };
+  // fairness and onFailure are kept by the server unless given (null turns them off)
+  const { fairness: _fairness, onFailure: _onFailure, ...kept } = current;
+  const hooks = defined({ fairness: settings.fairness, onFailure: settings.onFailure });
+  return { ...kept, ...changes, ...hooks, deadLetter: { ...known, ...deadChanges } };
 }
 
 function withLag(group: Group): Group {
