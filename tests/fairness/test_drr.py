@@ -72,7 +72,7 @@ def test_pulls_in_turn_deliver_each_message_once_in_key_order_and_by_weight(
         assert offsets == sorted(offsets)
     # While every key still has messages, each gets its share within one round of the others.
     backlogged = min(Counter(keys).values(), default=0) if len(set(keys)) == 4 else 0
-    prefix = Counter(p.key for p in delivered[: backlogged])
+    prefix = Counter(p.key for p in delivered[:backlogged])
     for key, count in prefix.items():
         share = weights.get(key, 1) * quantum
         assert count <= share * (backlogged // sum(weights.get(k, 1) * quantum for k in "abcd") + 2)
