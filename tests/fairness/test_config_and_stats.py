@@ -77,7 +77,7 @@ def test_stats_break_a_fair_group_down_per_key(
     client.put("/v1/config/throttle.gold-api.rate", json={"value": "1"}, headers=fair.headers)
     fair.publish(keyed("gold", 10) + keyed("basic", 4) + [{"data": "none"}])
     member = fair.join()
-    pulled = fair.pull(member, 7)  # gold: 6 (quantum 2 × weight 3), basic: 1 (deficit 2 - 1)
+    pulled = fair.pull(member, 7)  # gold: 6 (quantum 2 * weight 3), basic: 1 (deficit 2 - 1)
     assert [m["fairnessKey"] for m in pulled] == ["gold"] * 6 + ["basic"]
     stats = fair.stats()
     assert (stats["depth"], stats["inFlight"], stats["activeConsumers"]) == (8, 7, 1)
