@@ -23,13 +23,14 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import NamedTuple
 
 SHARED_KEY = ""  # the key of messages published without one
 
 
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """A message of the look-ahead window that has not been delivered yet."""
+class Pending(NamedTuple):
+    """A message of the look-ahead window that has not been delivered yet (a tuple: a pull
+    makes one per message of its window)."""
 
     offset: int
     key: str = SHARED_KEY

@@ -205,8 +205,11 @@ async def _schedule(
     partition, first = row["partition"], row["delivered_offset"]
     end = min(row["next_offset"], first + window)
     messages = await reader.read_blocks(conn, ref.topic_id, partition, blocks, first, end)
-    stored = {first + i: message for i, message in enumerate(messages)}
-    pending = [_pending(offset, m) for offset, m in stored.items() if offset not in ahead]
+    pending = [
+        _pending(offset, m)
+        for offset, m in enumerate(messages, first)
+        if not ahead or offset not in ahead
+    ]
     round_ = Round(pending, saved, fairness, budget)
     while (turn := round_.next_turn()) is not None:
         key, items = turn
@@ -222,7 +225,7 @@ async def _schedule(
     plan.delivered[partition] = delivered
     plan.rounds[partition] = round_.state() if fairness.enabled else {}
     leases = plan.lease(partition, sorted(picked))
-    return _fair_deliveries(partition, picked, leases, stored)
+    return _fair_deliveries(partition, picked, leases, messages, first)
 
 
 def _pending(offset: int, message: Message) -> Pending:
@@ -238,15 +241,20 @@ def _fair_deliveries(
     partition: int,
     picked: list[int],
     leases: list[tuple[str, int, int]],
-    stored: dict[int, Message],
+    messages: list[Message],
+    first_offset: int,
 ) -> list[Delivery]:
-    """The deliveries of the picked offsets, in the round's order, with their range ack ids."""
+    """The deliveries of the picked offsets, in the round's order, with their range ack ids
+    (``messages`` are the window's, from ``first_offset``)."""
     ack_ids: dict[int, str] = {}
     for lease_id, first, last in leases:
         ack_ids.update(
             zip(range(first, last + 1), range_ack_ids(lease_id, last - first + 1), strict=True)
         )
-    return [Delivery(partition, offset, 1, ack_ids[offset], stored[offset]) for offset in picked]
+    return [
+        Delivery(partition, offset, 1, ack_ids[offset], messages[offset - first_offset])
+        for offset in picked
+    ]
 
 
 def _runs(offsets: list[int]) -> list[tuple[int, int]]:
