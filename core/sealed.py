@@ -4,7 +4,7 @@ A push signing secret is an HMAC key: the pusher needs it in clear, so it cannot
 keys are. With ``QUEUECORE_SECRETS_KEY`` set it is stored as ``v1.`` and the base64 of a random
 nonce and its AES-256-GCM ciphertext, bound to what it belongs to (the associated data: a group's
 id), so a sealed value copied onto another row does not open. Without the setting it is stored as
-``plain.`` and the secret, as alert secrets are (docs/decisions.md §45).
+``plain.`` and the secret, as alert secrets are (docs/decisions.md §46).
 """
 
 from __future__ import annotations

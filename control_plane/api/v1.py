@@ -6,6 +6,7 @@ from litestar import Router
 from litestar.middleware import DefineMiddleware
 
 from control_plane.api.alerts import AlertsController
+from control_plane.api.config import ConfigController
 from control_plane.api.consume import ConsumeController
 from control_plane.api.dlq import DeadLetterController
 from control_plane.api.groups import GroupsController
@@ -40,6 +41,7 @@ def v1_router() -> Router:
             LagController,
             UsageController,
             InvoicesController,
+            ConfigController,
         ],
         middleware=[
             anonymous_rate_limit_middleware,

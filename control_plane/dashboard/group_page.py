@@ -12,7 +12,7 @@ from control_plane.dashboard.pages import page
 from control_plane.dashboard.push_panel import push_panel
 from control_plane.dashboard.scope import caller, environment
 from control_plane.edge.resources import data_plane_of
-from data_plane.service import GroupView, PushOutcome, group_view
+from data_plane.service import GroupView, PushOutcome
 
 
 def settings_form(view: GroupView) -> dict[str, str]:
@@ -41,13 +41,15 @@ async def render_group(
     error: str | None = None,
     form: dict[str, str] | None = None,
     tested: PushOutcome | None = None,
+    fairness_error: str | None = None,
 ) -> Response[Any]:
     """The group page, with the settings form holding what was entered (and, after a test
     push, what the endpoint answered)."""
     access = await environment(request, env_id)
     data_plane = data_plane_of(request.app)
     detail = await data_plane.groups.detail(caller(access), topic, group)
-    view = group_view(detail.state)
+    view = await data_plane.groups.describe(caller(access), topic, group)  # with fairness
+    stats = await data_plane.group_stats(caller(access), topic, group)
     return page(
         request,
         "group.html",
@@ -62,4 +64,8 @@ async def render_group(
         total_lag=sum(partition.lag for partition in view.partitions),
         form=form or settings_form(view),
         push=await push_panel(data_plane, caller(access), view, tested),
+        stats=stats,
+        fairness=view.config.get("fairness"),
+        on_failure=view.config.get("onFailure") or "",
+        fairness_error=fairness_error,
     )

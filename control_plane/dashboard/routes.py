@@ -11,6 +11,7 @@ from control_plane.dashboard.alerts import AlertPages
 from control_plane.dashboard.auth import AuthPages
 from control_plane.dashboard.dlq import DeadLetterPages
 from control_plane.dashboard.errors import PAGE_EXCEPTION_HANDLERS
+from control_plane.dashboard.fair_pages import ConfigPages, FairPages
 from control_plane.dashboard.home import HomePages, root
 from control_plane.dashboard.invoices import InvoicePages
 from control_plane.dashboard.keys import KeyPages
@@ -41,6 +42,8 @@ def dashboard_route_handlers() -> list[ControllerRouterHandler]:
             UsagePages,
             MessagePages,
             InvoicePages,
+            FairPages,
+            ConfigPages,
         ],
         exception_handlers=PAGE_EXCEPTION_HANDLERS,
         include_in_schema=False,

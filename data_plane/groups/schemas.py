@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from core.wire_types import BIGINT_MAX, Text, duration_json_schema
+from data_plane.groups.fairness import FairnessConfig, OnFailureSource
 from data_plane.groups.push_schemas import PushConfigRequest
 from data_plane.groups.service import ACK_TIMEOUT_MS, RETRY_DELAY_MS, SESSION_TIMEOUT_MS
 
@@ -65,6 +66,9 @@ class GroupConfigRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=T
         ]
         | msgspec.UnsetType
     ) = msgspec.UNSET
+    # Fair scheduling (data_plane/groups/fairness.py): absent keeps the group's, null turns off.
+    fairness: FairnessConfig | msgspec.UnsetType | None = msgspec.UNSET
+    on_failure: OnFailureSource | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class JoinRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):

@@ -9,6 +9,7 @@ errors are ``core.errors`` types carrying their data, which each edge maps to it
 place. Everything else in ``data_plane`` is internal to it (``tests/infra/test_layers.py``).
 """
 
+from data_plane.config.service import ConfigEntry, ConfigList, ConfigValue
 from data_plane.deadletters.alert_schemas import AlertEndpointRequest, AlertEndpointView
 from data_plane.deadletters.alerts import AlertEndpoint, AlertEndpointNotFound
 from data_plane.deadletters.service import (
@@ -20,9 +21,11 @@ from data_plane.deadletters.service import (
     DeadLetterReplayed,
     DeadLetterView,
     Replayed,
+    ReplayRequest,
 )
 from data_plane.delivery import AckOutcome, AckRejected, Delivery, GroupRef, Pulled
 from data_plane.delivery.acks import MAX_EXTEND_S
+from data_plane.delivery.stats import GroupStats, KeyStats, ThrottleStats
 from data_plane.errors import (
     MessageTooLarge,
     PublishOutcomeUnknown,
@@ -63,6 +66,7 @@ from data_plane.read.schemas import (
     MessagePage,
     iso_timestamp,
     message_page,
+    scheduling,
 )
 from data_plane.service.consuming import KEEPALIVE_S, Stream
 from data_plane.service.plane import DataPlane, NackItem, NackOutcome
@@ -119,6 +123,9 @@ __all__ = [
     "BatchPublishResult",
     "Caller",
     "ClassicJoinRequest",
+    "ConfigEntry",
+    "ConfigList",
+    "ConfigValue",
     "CreateTopicRequest",
     "DataPlane",
     "DeadLetterNotFound",
@@ -131,6 +138,7 @@ __all__ = [
     "GroupDetail",
     "GroupError",
     "GroupRef",
+    "GroupStats",
     "GroupSummary",
     "GroupView",
     "HeartbeatRequest",
@@ -138,6 +146,7 @@ __all__ = [
     "IdempotencyKey",
     "JoinRequest",
     "JoinResponse",
+    "KeyStats",
     "LagPoint",
     "LagSeries",
     "Message",
@@ -167,11 +176,13 @@ __all__ = [
     "Pusher",
     "QuotaExceeded",
     "ReadResult",
+    "ReplayRequest",
     "Replayed",
     "RetryDelay",
     "Scope",
     "StoredMessage",
     "Stream",
+    "ThrottleStats",
     "TopicDetail",
     "TopicExists",
     "TopicList",
@@ -191,4 +202,5 @@ __all__ = [
     "message_id",
     "message_page",
     "push_body",
+    "scheduling",
 ]

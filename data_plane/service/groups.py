@@ -13,7 +13,7 @@ from core.db import AsyncPool, Conn
 from core.sealed import Sealer
 from data_plane import delivery
 from data_plane.delivery import GroupRef, GroupRefCache
-from data_plane.groups import lag
+from data_plane.groups import fairness, lag
 from data_plane.groups import service as groups
 from data_plane.groups.lag import LagSeries
 from data_plane.groups.push_schemas import PushConfigRequest
@@ -71,7 +71,9 @@ class Groups:
     async def describe(self, caller: Caller, topic: str, group: str) -> GroupView:
         """Members, each partition's owner, committed offset and lag, and the settings."""
         async with self._db.connection() as conn:
-            return group_view(await groups.describe(conn, caller.environment_id, topic, group))
+            state = await groups.describe(conn, caller.environment_id, topic, group)
+            state["extras"] = await fairness.describe(conn, state["group"]["id"])
+        return group_view(state)
 
     async def configure(
         self, caller: Caller, topic: str, group: str, request: GroupConfigRequest, actor: Actor
@@ -82,11 +84,18 @@ class Groups:
         secret = None
         async with self._db.connection() as conn:
             state = await groups.configure(conn, caller.environment_id, topic, group, config)
+            group_id = state["group"]["id"]
             details: dict[str, object] = asdict(config)
             if request.push is not msgspec.UNSET:
                 secret = await self._configure_push(conn, state, group, request.push)
                 state = await groups.describe(conn, caller.environment_id, topic, group)
                 details["push"] = push_config.view(state["push"])
+            if request.fairness is not msgspec.UNSET:
+                await fairness.set_fairness(conn, group_id, request.fairness)
+            if request.on_failure is not msgspec.UNSET:
+                await fairness.set_on_failure(conn, group_id, request.on_failure)
+            state["extras"] = await fairness.describe(conn, group_id)
+            details.update(state["extras"])
             target = audit_target(caller.environment_id, topic, group)
             await audit.record(
                 conn, caller.organisation_id, actor, "group.configured", target, **details

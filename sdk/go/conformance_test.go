@@ -319,6 +319,7 @@ func perform(ctx context.Context, c *queuecore.Client, op string, a map[string]a
 	case "topics.create":
 		return c.Topics.Create(ctx, queuecore.TopicConfig{
 			Name: str(a, "name"), Partitions: optionalNum(a, "partitions"), Retention: str(a, "retention"), Delivery: str(a, "delivery"),
+			OnEnqueue: str(a, "onEnqueue"),
 		})
 	case "topics.list":
 		return c.Topics.List(ctx)
@@ -334,12 +335,22 @@ func perform(ctx context.Context, c *queuecore.Client, op string, a map[string]a
 		if k := str(a, "idempotencyKey"); k != "" {
 			opts = append(opts, queuecore.WithIdempotencyKey(k))
 		}
+		if k, ok := a["fairnessKey"].(string); ok {
+			opts = append(opts, queuecore.WithFairnessKey(k))
+		}
+		if keys := strs(a, "throttleKeys"); keys != nil {
+			opts = append(opts, queuecore.WithThrottleKeys(keys...))
+		}
 		return c.Publish(ctx, str(a, "topic"), a["data"], opts...)
 	case "publishBatch":
 		var messages []queuecore.OutgoingMessage
 		for _, item := range a["messages"].([]any) {
 			m := item.(map[string]any)
-			messages = append(messages, queuecore.OutgoingMessage{Data: m["data"], Key: str(m, "key")})
+			message := queuecore.OutgoingMessage{Data: m["data"], Key: str(m, "key"), ThrottleKeys: strs(m, "throttleKeys")}
+			if k, ok := m["fairnessKey"].(string); ok {
+				message.FairnessKey = &k
+			}
+			messages = append(messages, message)
 		}
 		return c.PublishBatch(ctx, str(a, "topic"), messages)
 	case "consume":
@@ -360,6 +371,10 @@ func perform(ctx context.Context, c *queuecore.Client, op string, a map[string]a
 		n, err := c.DLQ.Replay(ctx, str(a, "topic"), str(a, "group"), str(a, "messageId"))
 		return map[string]any{"replayed": n}, err
 	case "dlq.replayAll":
+		if _, counted := a["count"]; counted {
+			n, err := c.DLQ.ReplayCount(ctx, str(a, "topic"), str(a, "group"), num(a, "count"))
+			return map[string]any{"replayed": n}, err
+		}
 		n, err := c.DLQ.ReplayAll(ctx, str(a, "topic"), str(a, "group"))
 		return map[string]any{"replayed": n}, err
 	case "offsets.get":
@@ -380,13 +395,24 @@ func perform(ctx context.Context, c *queuecore.Client, op string, a map[string]a
 		return c.Groups.TestPush(ctx, str(a, "topic"), str(a, "group"))
 	case "push.verify":
 		return verifyPush(a)
+	case "groups.stats":
+		return c.Groups.Stats(ctx, str(a, "topic"), str(a, "group"))
+	case "config.set":
+		return c.Config.Set(ctx, str(a, "key"), str(a, "value"))
+	case "config.get":
+		return c.Config.Get(ctx, str(a, "key"))
+	case "config.list":
+		return c.Config.List(ctx, str(a, "prefix"))
+	case "config.delete":
+		return map[string]any{"deleted": true}, c.Config.Delete(ctx, str(a, "key"))
 	}
 	return nil, fmt.Errorf("unknown op %q", op)
 }
 
 // configure is groups.configure: the group, with "pushSecret" null unless the call made it.
 func configure(ctx context.Context, c *queuecore.Client, a map[string]any) (any, error) {
-	settings := queuecore.GroupSettings{StartFrom: str(a, "startFrom"), RotateSecret: a["rotateSecret"] == true}
+	settings := groupSettings(a)
+	settings.RotateSecret = a["rotateSecret"] == true
 	if dl, ok := a["deadLetter"].(map[string]any); ok {
 		settings.DeadLetter = deadLetterPolicy(dl)
 	}
@@ -444,6 +470,39 @@ func resetTo(v any) queuecore.ResetTo {
 		return queuecore.ResetLatest
 	}
 	return queuecore.ResetToOffset(int64(v.(float64)))
+}
+
+// groupSettings are a groups.configure step's settings: startFrom, fairness, onFailure.
+func groupSettings(a map[string]any) queuecore.GroupSettings {
+	settings := queuecore.GroupSettings{StartFrom: str(a, "startFrom")}
+	if f, ok := a["fairness"].(map[string]any); ok {
+		fairness := &queuecore.Fairness{DefaultWeight: num(f, "defaultWeight"), Quantum: num(f, "quantum")}
+		if weights, ok := f["weights"].(map[string]any); ok {
+			fairness.Weights = map[string]int{}
+			for key, weight := range weights {
+				fairness.Weights[key] = int(weight.(float64))
+			}
+		}
+		settings.Fairness = fairness
+	} else if v, given := a["fairness"]; given && v == nil {
+		settings.FairnessOff = true
+	}
+	if hook, ok := a["onFailure"].(string); ok {
+		settings.OnFailure = &hook
+	}
+	return settings
+}
+
+func strs(a map[string]any, key string) []string {
+	items, ok := a[key].([]any)
+	if !ok {
+		return nil
+	}
+	out := make([]string, len(items))
+	for i, item := range items {
+		out[i], _ = item.(string)
+	}
+	return out
 }
 
 func str(a map[string]any, key string) string {
@@ -541,6 +600,9 @@ func (r *consumeRun) handle(ctx context.Context, msg *queuecore.Message) error {
 	entry := map[string]any{
 		"messageId": msg.MessageID, "topic": msg.Topic, "partition": msg.Partition, "offset": msg.Offset,
 		"data": msg.Data, "key": msg.Key, "attempt": msg.Attempt,
+	}
+	if msg.FairnessKey != nil {
+		entry["fairnessKey"] = *msg.FairnessKey
 	}
 	r.mu.Unlock()
 	err := settle(ctx, msg, action, r.reason, entry)

@@ -201,6 +201,53 @@ func ExampleDLQ() {
 	// 1
 }
 
+func ExampleRuntimeConfig() {
+	ctx := context.Background()
+	pq, err := queuecore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	assign := `function on_enqueue(msg) return {fairness_key = msg.headers["tenant"]} end`
+	_, err = pq.Topics.Create(ctx, queuecore.TopicConfig{Name: "mail.jobs", Partitions: queuecore.Int(1), OnEnqueue: assign})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pq.Topics.Delete(ctx, "mail.jobs")
+	fair := queuecore.GroupSettings{StartFrom: "earliest", Fairness: &queuecore.Fairness{Weights: map[string]int{"vip": 3}}}
+	if _, err := pq.ConsumerGroups.Configure(ctx, "mail.jobs", "senders", fair); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := pq.Config.Set(ctx, "throttle.emails.rate", "50"); err != nil { // across every replica
+		log.Fatal(err)
+	}
+	var messages []queuecore.OutgoingMessage
+	for n := 0; n < 100; n++ {
+		tenant := map[string]string{"tenant": "acme"}
+		messages = append(messages, queuecore.OutgoingMessage{Data: n, Headers: tenant, ThrottleKeys: []string{"emails"}})
+	}
+	vip := "vip"
+	messages = append(messages, queuecore.OutgoingMessage{Data: 0, FairnessKey: &vip})
+	if _, err := pq.PublishBatch(ctx, "mail.jobs", messages); err != nil {
+		log.Fatal(err)
+	}
+	stats, err := pq.ConsumerGroups.Stats(ctx, "mail.jobs", "senders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, key := range stats.PerKey {
+		fmt.Println(key.Key, key.Pending, key.Weight)
+	}
+	replayed, err := pq.DLQ.ReplayCount(ctx, "mail.jobs", "senders", 10) // at most 10, oldest first
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(replayed, stats.PerThrottle[0].RatePerSecond)
+	// Output:
+	// acme 100 1
+	// vip 1 3
+	// 0 50
+}
+
 func ExampleOffsets() {
 	ctx := context.Background()
 	pq, err := queuecore.New()

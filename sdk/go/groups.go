@@ -95,6 +95,12 @@ func mergedConfig(current map[string]any, s GroupSettings) (map[string]any, erro
 		setIf(dead, "alertThreshold", p.AlertThreshold, p.AlertThreshold > 0)
 	}
 	body["deadLetter"] = dead
+	delete(body, "fairness") // kept by the server unless given
+	delete(body, "onFailure")
+	setIf(body, "fairness", s.Fairness, s.Fairness != nil)
+	setIf(body, "fairness", nil, s.FairnessOff)
+	setIf(body, "onFailure", s.OnFailure, s.OnFailure != nil)
+	setIf(body, "onFailure", nil, s.RemoveOnFailure)
 	switch {
 	case s.PushOff:
 		body["push"] = nil
@@ -194,18 +200,24 @@ func (s *DLQ) Inspect(ctx context.Context, topic, group string, opts InspectOpti
 // Replay delivers one dead letter to the group again, as attempt 1; returns 1.
 func (s *DLQ) Replay(ctx context.Context, topic, group, messageID string) (int, error) {
 	// Not retried after a lost answer: the repeat would be refused as already replayed.
-	return s.replay(ctx, groupPath(topic, group, "dlq", messageID, "replay"))
+	return s.replay(ctx, groupPath(topic, group, "dlq", messageID, "replay"), nil)
 }
 
 // ReplayAll delivers every dead letter to the group again; returns how many.
 func (s *DLQ) ReplayAll(ctx context.Context, topic, group string) (int, error) {
-	return s.replay(ctx, groupPath(topic, group, "dlq", "replay"))
+	return s.replay(ctx, groupPath(topic, group, "dlq", "replay"), nil)
 }
 
-func (s *DLQ) replay(ctx context.Context, path string) (int, error) {
+// ReplayCount delivers at most count dead letters to the group again, oldest first; returns how
+// many.
+func (s *DLQ) ReplayCount(ctx context.Context, topic, group string, count int) (int, error) {
+	return s.replay(ctx, groupPath(topic, group, "dlq", "replay"), map[string]int{"count": count})
+}
+
+func (s *DLQ) replay(ctx context.Context, path string, body any) (int, error) {
 	var out struct {
 		Replayed int `json:"replayed"`
 	}
-	err := s.t.do(ctx, call{method: "POST", path: path}, &out)
+	err := s.t.do(ctx, call{method: "POST", path: path, body: body}, &out)
 	return out.Replayed, err
 }

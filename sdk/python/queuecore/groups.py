@@ -9,13 +9,18 @@ from typing import Any, Literal, Union, overload
 from queuecore._http import Transport
 from queuecore.errors import NotFound
 from queuecore.models import (
+    UNSET,
+    ConfigEntry,
     DeadLetter,
     DeadLetterPage,
     DeadLetterPolicy,
     Duration,
+    Fairness,
     Group,
+    GroupStats,
     GroupSummary,
     PartitionOffset,
+    Unset,
     duration_wire,
 )
 from queuecore.push import PushConfig, PushTestResult
@@ -117,14 +122,19 @@ class AsyncConsumerGroups:
         dead_letter: DeadLetterPolicy | Mapping[str, Any] | None = None,
         push: PushConfig | _Keep | None = KEEP,
         rotate_secret: bool = False,
+        fairness: Fairness | Mapping[str, Any] | Unset | None = UNSET,
+        on_failure: str | Unset | None = UNSET,
     ) -> Group:
         """Create or change a group (admin scope); settings not given keep their current value.
 
         ``push`` makes it a push group (``None`` turns push off); the answer of the call that
         first turns it on, or that has ``rotate_secret``, carries the signing secret in
-        ``push_secret``, once. The API replaces a group's whole configuration, so the SDK reads
-        it first and sends it back with your changes; two concurrent ``configure`` calls may
-        overwrite each other.
+        ``push_secret``, once. ``fairness`` makes it a fair group (a :class:`Fairness`, or a
+        mapping of its fields; ``Fairness()`` takes the defaults) and None turns fairness off;
+        ``on_failure`` is its Lua hook (``function on_failure(msg)``), None removes it.
+
+        The API replaces a group's whole configuration, so the SDK reads it first and sends it
+        back with your changes; two concurrent ``configure`` calls may overwrite each other.
         """
         current = await self._current_config(topic, group)
         body = merged_config(
@@ -139,6 +149,12 @@ class AsyncConsumerGroups:
             body["push"] = None if push is None else push.wire(rotate_secret)
         elif rotate_secret:
             body["push"] = _current_push(current, topic, group)
+        body.pop("fairness", None)  # kept by the server unless given
+        body.pop("onFailure", None)
+        if not isinstance(fairness, Unset):
+            body["fairness"] = fairness_wire(fairness)
+        if not isinstance(on_failure, Unset):
+            body["onFailure"] = on_failure
         answer = await self._transport.request(
             "PUT", group_path(topic, group), json=body, idempotent=True
         )
@@ -151,6 +167,13 @@ class AsyncConsumerGroups:
             "POST", group_path(topic, group, "push", "test"), idempotent=False
         )
         return PushTestResult.from_wire(answer)
+
+    async def stats(self, topic: str, group: str) -> GroupStats:
+        """Depth, in flight, consumers; a fair group's keys (pending, deficit, weight); the
+        environment's throttle keys (tokens, rate, burst); its hooks' failures."""
+        return GroupStats.from_wire(
+            await self._transport.request("GET", group_path(topic, group, "stats"), idempotent=True)
+        )
 
     async def delete(self, topic: str, group: str) -> None:
         """Delete a group with its members and committed offsets (admin scope)."""
@@ -258,9 +281,57 @@ class AsyncDeadLetters:
         )
         return int(body["replayed"])
 
-    async def replay_all(self, topic: str, group: str) -> int:
-        """Deliver every dead letter to the group again; returns how many."""
+    async def replay_all(self, topic: str, group: str, *, count: int | None = None) -> int:
+        """Deliver the dead letters to the group again, oldest first: all of them, or at most
+        ``count``; returns how many."""
         body = await self._transport.request(
-            "POST", group_path(topic, group, "dlq", "replay"), idempotent=False
+            "POST",
+            group_path(topic, group, "dlq", "replay"),
+            json=None if count is None else {"count": count},
+            idempotent=False,
         )
         return int(body["replayed"])
+
+
+def fairness_wire(fairness: Fairness | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The API's JSON of a group's fairness (None: off)."""
+    if fairness is None:
+        return None
+    if isinstance(fairness, Fairness):
+        return fairness.wire()
+    return Fairness(
+        dict(fairness.get("weights") or {}),
+        fairness.get("default_weight", 1),
+        fairness.get("quantum", 1),
+    ).wire()
+
+
+class AsyncRuntimeConfig:
+    """The environment's runtime configuration: keys and values (writes need the admin scope),
+    e.g. ``throttle.<key>.rate`` and ``throttle.<key>.burst``."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+
+    async def set(self, key: str, value: str) -> ConfigEntry:
+        """Set ``key`` (created or replaced)."""
+        body = await self._transport.request(
+            "PUT", path("config", key), json={"value": value}, idempotent=True
+        )
+        return ConfigEntry(body["key"], body["value"])
+
+    async def get(self, key: str) -> ConfigEntry:
+        """The entry; :class:`NotFound` (``CONFIG_KEY_NOT_FOUND``) when it is not set."""
+        body = await self._transport.request("GET", path("config", key), idempotent=True)
+        return ConfigEntry(body["key"], body["value"])
+
+    async def list(self, prefix: str = "") -> builtins.list[ConfigEntry]:
+        """The entries whose key starts with ``prefix``, by key."""
+        body = await self._transport.request(
+            "GET", path("config"), params={"prefix": prefix or None}, idempotent=True
+        )
+        return [ConfigEntry(e["key"], e["value"]) for e in body["entries"]]
+
+    async def delete(self, key: str) -> None:
+        """Remove ``key``; :class:`NotFound` when it is not set."""
+        await self._transport.request("DELETE", path("config", key), idempotent=False)
