@@ -143,7 +143,7 @@ class DataPlane:
         )
         self.classic_groups = ClassicGroups(db)
         # Push groups: their console side, and what the pushers do beside pulls and acks.
-        self.push = Push(db, self.reader, self.listener, sealer, allow_private)
+        self.push = Push(db, self.reader, self.listener, sealer, allow_private, self._failure_hook)
         # Fair scheduling: runtime configuration (throttle rates), the throttle buckets (Redis,
         # else this process's memory).
         self.config_cache = ConfigCache(db)
