@@ -121,6 +121,7 @@ class DataPlane:
         self.hook_errors = HookErrors()
         self.hook_error_flusher = HookErrorFlusher(self.hook_errors, db.connection)
         self._hooks = HookCache()  # groups' onFailure hooks, compiled
+        self._member_streams: dict[tuple[str, str], Stream] = {}  # (group id, member): newest
         self.publisher = PublishService(db, self.writer, usage, self.hook_errors)
         self.group_refs = GroupRefCache()
         self.pulse = Pulse(db)  # a stall in it spares silent members (groups.pulse)
@@ -253,7 +254,18 @@ class DataPlane:
             rearm()  # each pull of a stream gets the request's whole time for PostgreSQL
             return self._pull(environment_id, previous.ref, member_id, batch, previous)
 
-        return Stream(first, pull_again, self.listener, self.stopping.is_set, batch)
+        stream = Stream(first, pull_again, self.listener, self.stopping.is_set, batch, member_id)
+        key = (ref.id, member_id)
+        if (older := self._member_streams.get(key)) is not None:
+            older.replace()  # one stream per member in a process: the newest serves it
+        self._member_streams[key] = stream
+        return stream
+
+    def stream_ended(self, stream: Stream) -> None:
+        """Forget a stream that ended (a newer one of its member stays registered)."""
+        key = (stream.first.ref.id, stream.member_id)
+        if self._member_streams.get(key) is stream:
+            del self._member_streams[key]
 
     async def ack(self, caller: Caller, topic: str, group: str, ack_ids: list[str]) -> AckOutcome:
         """Settle leases as done: each id acked or rejected with its reason; 409
