@@ -7,9 +7,9 @@ from typing import Annotated
 
 import msgspec
 
-from data_plane.deadletters.endpoint_urls import MAX_URL_LENGTH, URL_PATTERN
+from core.endpoint_urls import MAX_URL_LENGTH, URL_PATTERN
 
-# A plain type: the service checks it (data_plane.deadletters.endpoint_urls); the document says
+# A plain type: the service checks it (core.endpoint_urls); the document says
 # which URLs it certainly accepts.
 EndpointUrl = Annotated[
     str,

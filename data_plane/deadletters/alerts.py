@@ -20,10 +20,10 @@ from urllib.parse import urlsplit
 import msgspec
 import psycopg
 
+from core.endpoint_urls import BadEndpointUrl, canonical_url
 from core.errors import NotFound, ValidationFailed
 from data_plane.deadletters import queries as q
 from data_plane.deadletters.alert_schemas import DlqThresholdReached
-from data_plane.deadletters.endpoint_urls import BadEndpointUrl, canonical_url
 from data_plane.deadletters.webhooks import literal_refusal
 from data_plane.groups.service import Conn, dead_letter_depth
 from data_plane.read.schemas import iso_timestamp

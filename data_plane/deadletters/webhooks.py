@@ -20,9 +20,9 @@ from typing import Any
 
 import httpx
 
+from core.endpoint_urls import BadEndpointUrl, canonical_url
 from core.settings import WebhookSettings
 from data_plane.deadletters import queries as q
-from data_plane.deadletters.endpoint_urls import BadEndpointUrl, canonical_url
 from data_plane.groups.service import Conn
 from observability.logging import get_logger
 

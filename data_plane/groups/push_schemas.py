@@ -6,8 +6,8 @@ from typing import Annotated
 
 import msgspec
 
+from core.endpoint_urls import HTTPS_URL_PATTERN, MAX_URL_LENGTH
 from core.wire_types import duration_json_schema
-from data_plane.deadletters.endpoint_urls import HTTPS_URL_PATTERN, MAX_URL_LENGTH
 
 TIMEOUT_MS = (1_000, 600_000)  # 1 s .. 10 min
 
@@ -16,7 +16,7 @@ class PushConfigRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=Tr
     """Deliver the group to an HTTPS endpoint: each message is a signed ``POST``, acked by a 2xx."""
 
     endpoint: Annotated[
-        str,  # checked by the service (data_plane.deadletters.endpoint_urls)
+        str,  # checked by the service (core.endpoint_urls)
         msgspec.Meta(
             extra_json_schema={"pattern": HTTPS_URL_PATTERN, "maxLength": MAX_URL_LENGTH},
             description=(

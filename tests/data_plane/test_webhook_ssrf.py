@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.endpoint_urls import URL_PATTERN, canonical_url
 from core.errors import ValidationFailed
 from data_plane.deadletters import alerts
-from data_plane.deadletters.endpoint_urls import URL_PATTERN, canonical_url
 
 REFUSED = {
     "6to4 loopback": "2002:7f00:1::",
