@@ -7,7 +7,6 @@ The orphan GC task runs (eagerly, in this process) against the real SeaweedFS wr
 from __future__ import annotations
 
 import re
-import secrets
 import time
 from typing import Any
 
@@ -25,7 +24,7 @@ def test_an_orphan_gc_run_failed_by_s3_is_retried_and_deletes_the_orphan(
     services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = object_store()
-    orphan = f"segments/orphan-{secrets.token_hex(6)}.seg"
+    orphan = segment_key()  # in this hour's prefix: found whatever runs listed before
     real.put(orphan, b"written, never committed")
     time.sleep(2.5)
     faulty = FaultyObjectStore(real)
