@@ -48,6 +48,7 @@ from data_plane.errors import (
 from data_plane.topics import service as topic_service
 from data_plane.topics.schemas import PublishRequest
 from data_plane.write import queries as q
+from data_plane.write.fair import tier_weight
 from data_plane.write.segment import Message
 from data_plane.write.writer import (
     MESSAGE_OVERHEAD_BYTES,
@@ -244,6 +245,7 @@ class TopicDirectory:
             organisation_id,
             project["project_id"] if project else "",
             environment_id,
+            tier_weight(organisation.limits.publish_per_s),
         )
         return TopicRoute(
             target,
