@@ -23,8 +23,8 @@ from benchmarks._stack import Stack
 from benchmarks.cpu import CpuWatch
 from benchmarks.report import machine
 
-PHASES = ("single", "batched")
-METRICS = ("msgs_per_s", "api_cpu_us_per_msg")
+PHASES = ("single", "batched", "noisy")
+METRICS = ("msgs_per_s", "api_cpu_us_per_msg", "quiet_p99_ms", "quiet_p99_ratio")
 
 
 def main(cfg: publish.Config, args: argparse.Namespace) -> int:
@@ -73,9 +73,21 @@ async def _interleaved(
     for number in range(rounds):
         order = list(builds) if number % 2 == 0 else list(reversed(builds))
         for phase in PHASES:
+            if phase == "noisy" and not cfg.noisy:
+                continue
             for name in order:
                 stack = builds[name]
                 publish._step(f"A/B round {number + 1}: {phase} publish, {name} build")
+                if phase == "noisy":
+                    out.append(
+                        {
+                            "round": number + 1,
+                            "phase": phase,
+                            "build": name,
+                            **await _noisy(stack, cfg),
+                        }
+                    )
+                    continue
                 clients = publish._connections(stack, cfg.clients)
                 bodies = batches if phase == "batched" else singles
                 send = publish._sender(
@@ -86,6 +98,18 @@ async def _interleaved(
                 publish._close(clients)
                 out.append({"round": number + 1, "phase": phase, "build": name, **result})
     return out
+
+
+async def _noisy(stack: Stack, cfg: publish.Config) -> dict[str, Any]:
+    result = await tenants.noisy_neighbour(stack, cfg.duration_s, cfg.warmup_s)
+    publish._step(tenants.summary(result))
+    return {
+        "quiet_p99_ms": result["beside"].get("p99_ms"),
+        "quiet_p99_ratio": result.get("p99_ratio"),
+        "msgs_per_s": result["flood"].get("msgs_per_s"),
+        "api_cpu_us_per_msg": result.get("api_cpu_us_per_msg"),
+        "detail": result,
+    }
 
 
 def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:

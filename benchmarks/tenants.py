@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import subprocess
 import sys
 from typing import Any
@@ -42,21 +43,23 @@ def pro_tenants_per_core(api_cpu_us_per_msg: float | None) -> float | None:
 async def noisy_neighbour(stack: Stack, duration_s: float, warmup_s: float) -> dict[str, Any]:
     """The quiet tenant's latency alone and beside a flooding one (see the module's doc)."""
     keys = {role: await asyncio.to_thread(stack.tier_key, "pro") for role in TOPICS}
-    for role, topic in TOPICS.items():
+    suffix = secrets.token_hex(3)  # each run of the phase has topics of its own
+    topics = {role: f"{name}.{suffix}" for role, name in TOPICS.items()}
+    for role, topic in topics.items():
         stack.create_topic(topic, "express", key=keys[role])
     seconds = max(duration_s, MIN_QUIET_S)
-    quiet = _QuietProbe(stack, keys["quiet"])
+    quiet = _QuietProbe(stack, keys["quiet"], topics["quiet"])
     try:
         alone = await _measured(stack, quiet, seconds, warmup_s)
-        stored_before = _stored(stack)
+        stored_before = _stored(stack, topics)
         with CpuWatch(stack.process_groups()) as watch:
-            flood = _start_flood(stack, keys["flood"], seconds + 2 * warmup_s + 2)
+            flood = _start_flood(stack, keys["flood"], topics["flood"], seconds + 2 * warmup_s + 2)
             try:
                 await asyncio.sleep(warmup_s)  # the flood's connections are up and busy
                 beside = await _measured(stack, quiet, seconds, warmup_s)
             finally:
                 flood_counts = _flood_result(flood)
-        stored = _stored(stack, settle=True) - stored_before
+        stored = _stored(stack, topics, settle=True) - stored_before
     finally:
         quiet.close()
     out: dict[str, Any] = {"alone": alone, "beside": beside, "flood": flood_counts}
@@ -72,9 +75,9 @@ async def noisy_neighbour(stack: Stack, duration_s: float, warmup_s: float) -> d
 class _QuietProbe:
     """Single-message publishes of the quiet tenant, one keep-alive connection per request."""
 
-    def __init__(self, stack: Stack, key: str) -> None:
+    def __init__(self, stack: Stack, key: str, topic: str) -> None:
         headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-        path = f"/v1/topics/{TOPICS['quiet']}/messages"
+        path = f"/v1/topics/{topic}/messages"
         self.requests = [
             rawhttp.build_request(
                 HOST, stack.http_port, path, headers, msgspec.json.encode({"data": p})
@@ -106,13 +109,13 @@ async def _measured(
     return result
 
 
-def _stored(stack: Stack, settle: bool = False) -> int:
+def _stored(stack: Stack, topics: dict[str, str], settle: bool = False) -> int:
     """Messages stored in both tenants' topics (once the count stops moving, with ``settle``)."""
     counted = stack.settled if settle else stack.committed
-    return sum(counted(topic)[1] for topic in TOPICS.values())
+    return sum(counted(topic)[1] for topic in topics.values())
 
 
-def _start_flood(stack: Stack, key: str, seconds: float) -> subprocess.Popen[bytes]:
+def _start_flood(stack: Stack, key: str, topic: str, seconds: float) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
             sys.executable,
@@ -120,7 +123,7 @@ def _start_flood(stack: Stack, key: str, seconds: float) -> subprocess.Popen[byt
             "benchmarks.flood",
             str(stack.http_port),
             key,
-            TOPICS["flood"],
+            topic,
             "--clients",
             str(FLOOD_CLIENTS),
             "--seconds",

@@ -16,10 +16,11 @@ import msgspec
 from litestar import Litestar
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from control_plane.edge.admission import OrgAdmission, request_bytes
 from control_plane.edge.resources import identity_of, resources_of
 from tenants.models import AuthContext
 from tenants.rate_limits import Decision, RateLimiter
-from tenants.tiers import CATEGORIES, TIER_LIMITS, Category, Limits
+from tenants.tiers import CATEGORIES, TIER_LIMITS, Category, Limits, tier_weight
 
 ANONYMOUS_ORGANISATION = "anonymous"  # never an organisation id: those start with "org_"
 ANONYMOUS_PER_S = 50
@@ -49,6 +50,7 @@ async def rate_limiting(app: Litestar) -> AsyncIterator[None]:
         return await identity.organisation_limits(organisation_id)
 
     app.state.rate_limiter = RateLimiter(resources_of(app).redis, load)
+    app.state.org_admission = OrgAdmission()
     yield
 
 
@@ -72,9 +74,27 @@ def rate_limit_middleware(app: ASGIApp) -> ASGIApp:
         )
         # Metered once admitted, whatever its outcome; a 429 is not counted (billing.meter).
         resources_of(scope["app"]).usage.meter.request(context.environment_id, category)
-        await app(scope, receive, _with_headers(send, decision))
+        if category != "publish":
+            await app(scope, receive, _with_headers(send, decision))
+            return
+        # A publish waits for room among its organisation's own (control_plane.edge.admission).
+        admission: OrgAdmission = scope["app"].state.org_admission
+        organisation_id = context.organisation_id
+        size = request_bytes(_content_length(scope))
+        await admission.acquire(organisation_id, tier_weight(decision.limit), size)
+        try:
+            await app(scope, receive, _with_headers(send, decision))
+        finally:
+            admission.release(organisation_id, size)
 
     return middleware
+
+
+def _content_length(scope: Scope) -> bytes | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return bytes(value)
+    return None
 
 
 def _with_headers(send: Send, decision: Decision) -> Send:

@@ -3,7 +3,7 @@
 Publishes wait in one queue per organisation. A flush takes up to ``budget`` bytes by deficit
 round robin over the organisations with work waiting: each round adds ``quantum * weight`` bytes
 to an organisation's deficit, and it contributes publishes, oldest first, while they fit in its
-deficit (weights come from the tier, :func:`tier_weight`). An organisation whose publishes
+deficit (weights come from the tier, :func:`tenants.tiers.tier_weight`). An organisation whose publishes
 already in flight (taken by flushes not yet answered) reach ``inflight_cap`` bytes contributes
 nothing until one of those flushes ends, so a flood waits behind its own backlog while another
 organisation's publish goes in the next flush. An organisation with nothing in flight may always
@@ -20,8 +20,6 @@ from collections.abc import Iterator
 from typing import Generic, Protocol, TypeVar
 
 QUANTUM_BYTES = 64 * 1024  # bytes per round for weight 1: a few batches, many single messages
-MAX_WEIGHT = 100
-_WEIGHT_UNIT = 100  # publish requests a second that count as weight 1 (the Developer tier)
 
 
 class Queued(Protocol):
@@ -41,11 +39,6 @@ class Queued(Protocol):
 
 
 P = TypeVar("P", bound=Queued)
-
-
-def tier_weight(publish_per_s: int) -> int:
-    """An organisation's share: its tier's publish rate in units of the Developer tier's."""
-    return max(1, min(MAX_WEIGHT, publish_per_s // _WEIGHT_UNIT))
 
 
 class FairQueue(Generic[P]):

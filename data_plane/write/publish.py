@@ -48,7 +48,6 @@ from data_plane.errors import (
 from data_plane.topics import service as topic_service
 from data_plane.topics.schemas import PublishRequest
 from data_plane.write import queries as q
-from data_plane.write.fair import tier_weight
 from data_plane.write.segment import Message
 from data_plane.write.writer import (
     MESSAGE_OVERHEAD_BYTES,
@@ -61,7 +60,7 @@ from data_plane.write.writer import (
 )
 from observability import metrics
 from tenants import service as tenants
-from tenants.tiers import Limits
+from tenants.tiers import Limits, tier_weight
 
 BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _BASE62_INDEX = {c: i for i, c in enumerate(BASE62)}

@@ -12,10 +12,10 @@ from collections import Counter
 from dataclasses import dataclass
 
 from data_plane.topics import service as topic_service
-from data_plane.write.fair import QUANTUM_BYTES, FairQueue, tier_weight
+from data_plane.write.fair import QUANTUM_BYTES, FairQueue
 from data_plane.write.segment import Message
 from data_plane.write.writer import CommittedBlock, Entry, SegmentWriter, TopicTarget
-from tenants.tiers import TIER_LIMITS
+from tenants.tiers import TIER_LIMITS, tier_weight
 from tests.data_plane.test_writer import FAST, index_rows, with_writer
 from tests.support.services import Services
 from tests.support.tenancy import new_organisation, run_in_tx
