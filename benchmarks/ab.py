@@ -146,6 +146,8 @@ def render(results: dict[str, Any]) -> str:
     ]
     for phase, row in results["summary"].items():
         for metric, values in row.items():
+            if values["this"] is None and values["other"] is None:
+                continue  # not a figure of this phase
             cells = [_num(values["this"]), _num(values["other"]), _num(values["ratio"])]
             lines.append(f"| {phase} | {metric} | " + " | ".join(cells) + " |")
     single = results["summary"]["single"]["api_cpu_us_per_msg"]
@@ -162,4 +164,6 @@ def render(results: dict[str, Any]) -> str:
 
 
 def _num(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.3g}"
+    if value is None:
+        return "—"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
