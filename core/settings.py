@@ -409,6 +409,31 @@ class WebhookSettings:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class PushSettings:
+    """Push delivery: the key that seals signing secrets at rest, and how pushers run."""
+
+    secrets_key: str | None = None  # None: push secrets are stored unsealed (docs/push.md)
+    refresh_ms: int = 2_000
+    session_timeout_ms: int = 15_000
+    max_connections: int = 1_000
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> PushSettings:
+        """Read and validate: a secrets key of at least 32 characters when one is given."""
+        key = _env("SECRETS_KEY", env=env)
+        if key is not None and len(key) < 32:
+            raise SettingsError(
+                PREFIX + "SECRETS_KEY", "must be at least 32 characters (openssl rand -base64 32)"
+            )
+        return cls(
+            secrets_key=key,
+            refresh_ms=_int("PUSHER_REFRESH_MS", 2_000, 100, 60_000, env),
+            session_timeout_ms=_int("PUSHER_SESSION_TIMEOUT_MS", 15_000, 3_000, 600_000, env),
+            max_connections=_int("PUSHER_MAX_CONNECTIONS", 1_000, 1, 100_000, env),
+        )
+
+
 @_cached
 def database() -> DatabaseSettings:
     """The process's database settings."""
@@ -455,6 +480,12 @@ def telemetry() -> TelemetrySettings:
 def webhooks() -> WebhookSettings:
     """The process's outgoing-webhook settings."""
     return WebhookSettings.from_env()
+
+
+@_cached
+def push() -> PushSettings:
+    """The process's push-delivery settings."""
+    return PushSettings.from_env()
 
 
 @dataclass(frozen=True, slots=True)
@@ -685,6 +716,7 @@ class DataPlaneSettings:
     greptime: GreptimeSettings
     webhooks: WebhookSettings
     read_cache_max_bytes: int
+    push: PushSettings
     traffic_flush_s: int  # how often the per-topic traffic counters are written
     orphan_grace_s: int
 
@@ -698,6 +730,7 @@ class DataPlaneSettings:
             greptime=greptime(),
             webhooks=webhooks(),
             read_cache_max_bytes=read_cache_max_bytes(),
+            push=push(),
             traffic_flush_s=meter().flush_s,
             orphan_grace_s=orphan_grace_s(),
         )

@@ -1,4 +1,4 @@
-"""The ``queuecore`` command: dev, serve, worker, beat, migrate, tenants, spark."""
+"""The ``queuecore`` command: dev, serve, worker, beat, pusher, migrate, tenants, spark."""
 
 from __future__ import annotations
 
@@ -70,6 +70,18 @@ def _beat(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pusher(args: argparse.Namespace) -> int:
+    from pusher.process import run_pusher
+
+    settings.database()
+    settings.object_store()
+    settings.webhooks()
+    settings.push()
+    settings.meter()
+    settings.telemetry()
+    return run_pusher()
+
+
 def _migrate(args: argparse.Namespace) -> int:
     from infra import migrate
 
@@ -108,6 +120,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _serve,
     "worker": _worker,
     "beat": _beat,
+    "pusher": _pusher,
     "migrate": _migrate,
     "tenants": _tenants,
     "spark": _spark,
@@ -131,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--hostname", default=None)
     beat = sub.add_parser("beat", help="run Celery beat (one per deployment)")
     beat.add_argument("--schedule", default=None, help="path of beat's schedule file")
+    sub.add_parser("pusher", help="deliver push groups to their endpoints (as many as you like)")
     sub.add_parser("migrate", help="apply pending database migrations")
     from tenants.cli import add_tenants_parser  # the operator commands live with their domain
 

@@ -27,6 +27,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from secrets import token_urlsafe
 from types import FrameType
 from typing import IO
 from urllib.parse import urlsplit
@@ -205,6 +206,7 @@ class DevStack:
         # A developer's alert receiver listens on this machine; production refuses such URLs.
         env.setdefault(PREFIX + "WEBHOOKS_ALLOW_PRIVATE", "true")
         env.setdefault(PREFIX + "KAFKA_PORT", str(DEV_KAFKA_PORT))  # Kafka clients, as on a broker
+        env.setdefault(PREFIX + "SECRETS_KEY", secrets_key(data))  # seals push signing secrets
         from infra import migrate
 
         migrate.apply(env[PREFIX + "DATABASE_URL"])
@@ -265,6 +267,7 @@ class DevStack:
                 f"dev@{HOST}-{os.getpid()}",
             ],
             "beat": [*py, "beat", "--schedule", schedule],
+            "pusher": [*py, "pusher"],  # delivers push groups (docs/push.md)
         }
         self.logs.mkdir(parents=True, exist_ok=True)
         self._commands, self._env = commands, env
@@ -336,6 +339,18 @@ class DevStack:
         if self.mail_sink is not None:
             self.mail_sink.stop()
         print("queuecore dev: stopped", flush=True)
+
+
+def secrets_key(data_dir: Path) -> str:
+    """The stack's key for secrets at rest: made once, kept in ``DATA_DIR/secrets.key`` (0600),
+    so a restarted stack still opens the push secrets it sealed."""
+    path = data_dir / "secrets.key"
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            out.write(token_urlsafe(32))
+    return path.read_text().strip()
 
 
 def queuecore_command() -> str:

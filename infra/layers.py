@@ -33,6 +33,7 @@ RANKS: dict[str, int] = {
     "billing": 2,
     "control_plane": 3,  # edges: HTTP, the Kafka listener, Celery tasks, Spark jobs
     "kafka_protocol": 3,
+    "pusher": 3,
     "tasks": 3,
     "spark_pipelines": 3,
     "infra": 4,  # entry points: CLI, Celery app, dev stack
@@ -195,10 +196,14 @@ OPENERS = frozenset({"connection", "connect"})  # calls that open a database con
 
 
 def edge_files(root: Path = ROOT) -> list[Path]:
-    """The modules of the edges: the HTTP application, the Kafka listener and every Celery task
-    module."""
+    """The modules of the edges: the HTTP application, the Kafka listener, the pusher and every
+    Celery task module."""
     tasks = [path for package in PACKAGES for path in (root / package).rglob("tasks.py")]
-    listeners = [*(root / "control_plane").rglob("*.py"), *(root / "kafka_protocol").rglob("*.py")]
+    listeners = [
+        *(root / "control_plane").rglob("*.py"),
+        *(root / "kafka_protocol").rglob("*.py"),
+        *(root / "pusher").rglob("*.py"),
+    ]
     return sorted({*listeners, *tasks})
 
 

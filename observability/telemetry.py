@@ -60,7 +60,7 @@ from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from core.settings import TelemetrySettings
 from observability import logging as qc_logging
 
-ROLES = ("api", "worker", "beat")
+ROLES = ("api", "worker", "beat", "pusher")
 EXPORT_TIMEOUT_S = 5.0  # per request; the exporters retry within it
 SHUTDOWN_TIMEOUT_MS = 5_000
 MAX_BATCH_DELAY_MS = 5_000  # logs and spans wait at most this long (metrics: the interval)

@@ -29,6 +29,7 @@ from data_plane.service import (
     Window,
     iso_timestamp,
     message_id,
+    scheduling,
 )
 from observability.logging import get_logger
 
@@ -167,6 +168,7 @@ class Renderer:
                 ENCODINGS[message.encoding],
                 attempt=attempt,
                 ack_id=ack_id,
+                **(scheduling(message.schedule) if message.schedule is not None else {}),
             )
             for partition, offset, attempt, ack_id, message in items
         ]

@@ -6,10 +6,16 @@ from typing import Annotated, Any
 
 from litestar import Controller, Request, get, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, QueryParameter
+from litestar.params import Body, FromPath, QueryParameter
 
 from control_plane.edge.auth import auth_context
-from data_plane.service import MAX_DEAD_LETTER_PAGE, DataPlane, DeadLetterPage, Replayed
+from data_plane.service import (
+    MAX_DEAD_LETTER_PAGE,
+    DataPlane,
+    DeadLetterPage,
+    Replayed,
+    ReplayRequest,
+)
 
 
 class DeadLetterController(Controller):
@@ -57,7 +63,7 @@ class DeadLetterController(Controller):
 
     @post(
         "/replay",
-        summary="Replay every message of the queue",
+        summary="Replay the queue's messages, oldest first: all, or at most `count`",
         status_code=200,
         opt={"scope": "admin"},
     )
@@ -67,6 +73,8 @@ class DeadLetterController(Controller):
         data_plane: NamedDependency[DataPlane],
         topic: FromPath[str],
         group: FromPath[str],
+        data: Annotated[ReplayRequest | None, Body()] = None,
     ) -> Replayed:
         """Each comes back as attempt 1, at its original partition and offset."""
-        return await data_plane.dead_letters.replay_all(auth_context(request), topic, group)
+        count = None if data is None else data.count
+        return await data_plane.dead_letters.replay_all(auth_context(request), topic, group, count)

@@ -12,6 +12,7 @@ from control_plane.edge.auth import auth_context
 from data_plane.service import (
     DataPlane,
     GroupConfigRequest,
+    GroupStats,
     GroupSummary,
     GroupView,
     HeartbeatRequest,
@@ -56,6 +57,18 @@ class GroupsController(Controller):
         """Owners, committed offsets and lag per partition."""
         return await data_plane.groups.describe(auth_context(request), topic, group)
 
+    @get("/{group:str}/stats", summary="A group's stats, per fairness key and throttle key")
+    async def stats(
+        self,
+        request: Request[Any, Any, Any],
+        data_plane: NamedDependency[DataPlane],
+        topic: FromPath[str],
+        group: FromPath[str],
+    ) -> GroupStats:
+        """Depth, in flight and consumers; a fair group's keys (pending in its look-ahead
+        windows, deficit, weight); the environment's throttle keys; hook failures."""
+        return await data_plane.group_stats(auth_context(request), topic, group)
+
     @put("/{group:str}", summary="Create or configure a consumer group", opt={"scope": "admin"})
     async def configure(
         self,
@@ -65,7 +78,9 @@ class GroupsController(Controller):
         group: FromPath[str],
         data: Annotated[GroupConfigRequest, Body()],
     ) -> GroupView:
-        """startFrom, ackTimeout, maxInFlight, sessionTimeout, deadLetter."""
+        """startFrom, ackTimeout, maxInFlight, sessionTimeout, deadLetter; ``fairness`` and
+        ``onFailure`` (absent: kept, null: off; 422 ``INVALID_HOOK`` for a hook that does not
+        compile)."""
         ctx = auth_context(request)
         return await data_plane.groups.configure(ctx, topic, group, data, Actor.api_key(ctx.key_id))
 

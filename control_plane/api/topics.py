@@ -44,7 +44,8 @@ class TopicsController(Controller):
         data_plane: NamedDependency[DataPlane],
         data: Annotated[CreateTopicRequest, Body()],
     ) -> TopicView:
-        """409 ``TOPIC_EXISTS`` when the name is taken; tier quotas apply."""
+        """409 ``TOPIC_EXISTS`` when the name is taken; tier quotas apply; 422 ``INVALID_HOOK``
+        when ``onEnqueue`` does not compile."""
         ctx = auth_context(request)
         return await data_plane.topics.create(
             ctx,
@@ -54,6 +55,7 @@ class TopicsController(Controller):
             retention=data.retention,
             delivery=data.delivery,
             latency_class=data.latency_class,
+            on_enqueue=data.on_enqueue,
         )
 
     @get("/", summary="List the environment's topics")
@@ -90,6 +92,7 @@ class TopicsController(Controller):
             partitions=data.partitions,
             retention=data.retention,
             latency_class=data.latency_class,
+            on_enqueue=data.on_enqueue,
         )
 
     @delete(

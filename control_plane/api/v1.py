@@ -6,6 +6,7 @@ from litestar import Router
 from litestar.middleware import DefineMiddleware
 
 from control_plane.api.alerts import AlertsController
+from control_plane.api.config import ConfigController
 from control_plane.api.consume import ConsumeController
 from control_plane.api.dlq import DeadLetterController
 from control_plane.api.groups import GroupsController
@@ -14,6 +15,7 @@ from control_plane.api.invoices import InvoicesController
 from control_plane.api.keys import KeysController
 from control_plane.api.lag import LagController
 from control_plane.api.messages import MessagesController
+from control_plane.api.push import PushController
 from control_plane.api.topics import PublishController, TopicsController
 from control_plane.api.usage import UsageController
 from control_plane.edge.anonymous_limit import anonymous_rate_limit_middleware
@@ -33,11 +35,13 @@ def v1_router() -> Router:
             PublishController,
             IdempotencyController,
             GroupsController,
+            PushController,
             ConsumeController,
             DeadLetterController,
             LagController,
             UsageController,
             InvoicesController,
+            ConfigController,
         ],
         middleware=[
             anonymous_rate_limit_middleware,

@@ -9,9 +9,10 @@ from litestar import Request, Response
 
 from control_plane.dashboard.charts import lag_chart
 from control_plane.dashboard.pages import page
+from control_plane.dashboard.push_panel import push_panel
 from control_plane.dashboard.scope import caller, environment
 from control_plane.edge.resources import data_plane_of
-from data_plane.service import GroupView, group_view
+from data_plane.service import GroupView, PushOutcome
 
 
 def settings_form(view: GroupView) -> dict[str, str]:
@@ -39,11 +40,16 @@ async def render_group(
     status: int = 200,
     error: str | None = None,
     form: dict[str, str] | None = None,
+    tested: PushOutcome | None = None,
+    fairness_error: str | None = None,
 ) -> Response[Any]:
-    """The group page, with the settings form holding what was entered."""
+    """The group page, with the settings form holding what was entered (and, after a test
+    push, what the endpoint answered)."""
     access = await environment(request, env_id)
-    detail = await data_plane_of(request.app).groups.detail(caller(access), topic, group)
-    view = group_view(detail.state)
+    data_plane = data_plane_of(request.app)
+    detail = await data_plane.groups.detail(caller(access), topic, group)
+    view = await data_plane.groups.describe(caller(access), topic, group)  # with fairness
+    stats = await data_plane.group_stats(caller(access), topic, group)
     return page(
         request,
         "group.html",
@@ -57,4 +63,9 @@ async def render_group(
         chart=lag_chart(detail.lag),
         total_lag=sum(partition.lag for partition in view.partitions),
         form=form or settings_form(view),
+        push=await push_panel(data_plane, caller(access), view, tested),
+        stats=stats,
+        fairness=view.config.get("fairness"),
+        on_failure=view.config.get("onFailure") or "",
+        fairness_error=fairness_error,
     )

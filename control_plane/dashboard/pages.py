@@ -63,6 +63,10 @@ NOTICES = {
     "topic-deleted": "The topic was deleted: its name is free now, and its messages are removed "
     "in the background.",
     "group-configured": "The consumer group's settings were saved.",
+    "fairness-saved": "The group's fair scheduling was saved.",
+    "hook-saved": "The topic's onEnqueue hook was saved.",
+    "config-saved": "The configuration key was saved: every replica uses it within seconds.",
+    "config-deleted": "The configuration key was deleted.",
 }
 
 

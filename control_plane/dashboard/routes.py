@@ -11,11 +11,13 @@ from control_plane.dashboard.alerts import AlertPages
 from control_plane.dashboard.auth import AuthPages
 from control_plane.dashboard.dlq import DeadLetterPages
 from control_plane.dashboard.errors import PAGE_EXCEPTION_HANDLERS
+from control_plane.dashboard.fair_pages import ConfigPages, FairPages
 from control_plane.dashboard.home import HomePages, root
 from control_plane.dashboard.invoices import InvoicePages
 from control_plane.dashboard.keys import KeyPages
 from control_plane.dashboard.message_pages import MessagePages
 from control_plane.dashboard.pages import PREFIX, STATIC
+from control_plane.dashboard.push import PushPages
 from control_plane.dashboard.team import TeamPages
 from control_plane.dashboard.topic_admin import TopicAdminPages
 from control_plane.dashboard.topics import TopicPages
@@ -34,11 +36,14 @@ def dashboard_route_handlers() -> list[ControllerRouterHandler]:
             KeyPages,
             TopicPages,
             TopicAdminPages,
+            PushPages,
             DeadLetterPages,
             AlertPages,
             UsagePages,
             MessagePages,
             InvoicePages,
+            FairPages,
+            ConfigPages,
         ],
         exception_handlers=PAGE_EXCEPTION_HANDLERS,
         include_in_schema=False,

@@ -30,12 +30,15 @@ async def render_topic(
     form: dict[str, str] | None = None,
     settings_error: str | None = None,
     delete_error: str | None = None,
+    hook_error: str | None = None,
 ) -> Response[Any]:
     """The topic page, with the test message form holding what was entered (and the reason a
     change of settings or a deletion was refused)."""
     window = window_of(request)
     access = await environment(request, env_id)
-    detail, traffic = await data_plane_of(request.app).topics.detail(caller(access), topic, window)
+    data_plane = data_plane_of(request.app)
+    detail, traffic = await data_plane.topics.detail(caller(access), topic, window)
+    on_enqueue = (await data_plane.topics.describe(caller(access), topic)).on_enqueue
     return page(
         request,
         "topic.html",
@@ -52,4 +55,6 @@ async def render_topic(
         settings_error=settings_error,
         delete_error=delete_error,
         latency_classes=LATENCY_CLASSES,
+        on_enqueue=on_enqueue or "",
+        hook_error=hook_error,
     )

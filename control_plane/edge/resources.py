@@ -81,6 +81,7 @@ class Runtime:
             resources.objects,
             settings.DataPlaneSettings.from_env(),
             resources.usage.meter,
+            resources.redis,  # throttle buckets shared by every replica
         )
         self._resources, self._data_plane = resources, data_plane
         app.state.data_plane = data_plane  # for the SIGTERM drain (control_plane.edge.shutdown)

@@ -84,16 +84,16 @@ def secret_hint(secret: str) -> str:
     return f"{SECRET_PREFIX}…{secret[-4:]}"
 
 
-def check_url(url: str, allow_private: bool) -> str:
+def check_url(url: str, allow_private: bool, field: str = "url") -> str:
     """``url`` in its canonical form (:func:`canonical_url`: the rules the delivery applies) if
     it can be an endpoint; with the guard on, its host must not be a private address."""
     try:
         canonical = canonical_url(url)
     except BadEndpointUrl as exc:
-        raise ValidationFailed(f"url: {exc}", field="url") from None
+        raise ValidationFailed(f"{field}: {exc}", field=field) from None
     refused = None if allow_private else literal_refusal(urlsplit(canonical).hostname or "")
     if refused is not None:
-        raise ValidationFailed(f"url: {refused}", field="url")
+        raise ValidationFailed(f"{field}: {refused}", field=field)
     return canonical
 
 

@@ -37,6 +37,10 @@ URL_PATTERN = (
 host names of up to four labels, then any printable path and query. The server accepts more (IP
 addresses, international names, credentials), each checked as the module says."""
 
+HTTPS_URL_PATTERN = URL_PATTERN.replace("[Ss]?", "[Ss]", 1)
+"""The https URLs of :data:`URL_PATTERN`: what a push endpoint must be where private addresses
+are guarded (plain http is accepted only where they are allowed, for development)."""
+
 
 class BadEndpointUrl(ValueError):
     """Why a URL cannot be an alert endpoint."""

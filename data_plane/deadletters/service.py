@@ -9,11 +9,12 @@ again it comes back to the queue. Committed offsets and lag do not move (docs/de
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from core.errors import Conflict, NotFound, ValidationFailed
+from core.wire_types import BIGINT_MAX
 from data_plane.deadletters import queries as q
 from data_plane.delivery import queries as dq
 from data_plane.delivery.model import Conn, GroupRef
@@ -70,6 +71,12 @@ class DeadLetterPage(msgspec.Struct, rename="camel"):
     next_after: str | None
 
 
+class ReplayRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """``POST …/dlq/replay``: at most ``count`` dead letters, oldest first (all when absent)."""
+
+    count: Annotated[int, msgspec.Meta(ge=1, le=BIGINT_MAX)] | None = None
+
+
 class Replayed(msgspec.Struct, rename="camel"):
     """What a replay put back in front of the group's consumers."""
 
@@ -121,6 +128,8 @@ def _view(ref: GroupRef, row: dict[str, Any]) -> DeadLetterView:
         key=None if key is None else bytes(key).decode(errors="replace"),
         headers=row["headers"],
         timestamp=iso_timestamp(row["published_at_ms"]),
+        fairness_key=row["fairness_key"],
+        throttle_keys=row["throttle_keys"] or None,
         error=row["error"],
         attempts=row["attempts"],
         first_delivered_at=row["first_delivered_at"],
@@ -143,13 +152,16 @@ async def replay_one(conn: Conn, ref: GroupRef, text: str) -> Replayed:
     return Replayed(1)
 
 
-async def replay_all(conn: Conn, ref: GroupRef) -> Replayed:
-    """Deliver every dead letter of the group again, a batch per transaction; how many.
+async def replay_all(conn: Conn, ref: GroupRef, count: int | None = None) -> Replayed:
+    """Deliver the group's dead letters again, oldest first, a batch per transaction: every one,
+    or at most ``count`` (Fila's counted redrive); how many.
 
     It stops once it has replayed as many as the queue held when it began, so entries that
     fail again while it runs are not replayed round and round.
     """
     left, total = await dead_letter_depth(conn, ref.id), 0
+    if count is not None:
+        left = min(left, count)
     while left > 0:
         await conn.execute(gq.LOCK_ALL_GROUP_PARTITIONS, {"group_id": ref.id})
         params = {"group_id": ref.id, "batch": min(left, REPLAY_BATCH)}

@@ -15,7 +15,8 @@ expiry — gets a per-message ``group_deliveries`` row, and the per-message rule
 backoff, dead letters, stale-ack refusal) take over from there.
 """
 
-from data_plane.delivery.acks import ack, backoff_ms, extend, nack, nack_many
+from data_plane.delivery.acks import ack, backoff_ms, extend, fail_in_place, nack, nack_many
+from data_plane.delivery.fair import pull
 from data_plane.delivery.model import (
     AckOutcome,
     AckRejected,
@@ -27,7 +28,6 @@ from data_plane.delivery.model import (
     group_ref,
 )
 from data_plane.delivery.offsets import offsets, reset, seek
-from data_plane.delivery.pulls import pull
 from data_plane.delivery.store import wake
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "ack",
     "backoff_ms",
     "extend",
+    "fail_in_place",
     "group_ref",
     "nack",
     "nack_many",

@@ -28,6 +28,7 @@ from data_plane.delivery.store import (
     message_at,
     wake,
 )
+from data_plane.hooks.failure import FailureHook
 from data_plane.read.reader import SegmentReader
 from observability import metrics
 
@@ -250,8 +251,13 @@ async def nack(
     ack_id: str,
     error: str,
     retry_delay_ms: int | None = None,
+    exact_delay_ms: int | None = None,
+    on_failure: FailureHook | None = None,
 ) -> dict[str, Any]:
-    """Schedule a retry with exponential backoff, or dead-letter after ``maxRetries``."""
+    """Schedule a retry with exponential backoff, or dead-letter after ``maxRetries``; a
+    group's ``onFailure`` hook decides instead when it has one (and it does not fail).
+
+    ``exact_delay_ms`` replaces the backoff (a push endpoint's ``Retry-After``)."""
     row = await _locked_lease(conn, ref, ack_id)
     if row is None and await acked_before(conn, ref, [ack_id]):
         row = {"state": "acked"}
@@ -259,17 +265,29 @@ async def nack(
     if reason or row is None or row["state"] != "leased":
         raise AckRejected(reason or "the message was already acked", ack_id=ack_id)
     metrics.MESSAGES_NACKED.add(1, metrics.delivery_attributes(ref.exactly_once))
-    if row["attempt"] > ref.max_retries:
-        message = await message_at(conn, reader, ref, row["partition"], row["offset"])
+    decision, message, read = None, None, False
+    if on_failure is not None:
+        message, read = await message_at(conn, reader, ref, row["partition"], row["offset"]), True
+        if message is not None:
+            decision = on_failure.decide(message.key, message.headers, row["attempt"], error)
+    give_up = row["attempt"] > ref.max_retries if decision is None else decision.action == "dlq"
+    if give_up:
+        if not read:
+            message = await message_at(conn, reader, ref, row["partition"], row["offset"])
         await dead_letter(conn, ref, row["partition"], row, message, error)
         with metrics.db_statement("commit_progress"):
             await commit_progress(conn, ref.id, [row["partition"]])
         attributes = metrics.dead_letter_attributes(ref.exactly_once, "nack")
         metrics.MESSAGES_DEAD_LETTERED.add(1, attributes)
         return {"ackId": ack_id, "deadLettered": True, "retryInMs": None}
-    delay_ms = backoff_ms(
-        ref.retry_delay_ms if retry_delay_ms is None else retry_delay_ms, row["attempt"]
-    )
+    if exact_delay_ms is not None:  # a push endpoint's Retry-After
+        delay_ms = exact_delay_ms
+    elif decision is not None:  # the hook's delay, as it said
+        delay_ms = decision.delay_ms
+    else:
+        delay_ms = backoff_ms(
+            ref.retry_delay_ms if retry_delay_ms is None else retry_delay_ms, row["attempt"]
+        )
     await conn.execute(
         q.MARK_RETRY,
         {
@@ -285,8 +303,30 @@ async def nack(
     return {"ackId": ack_id, "deadLettered": False, "retryInMs": delay_ms}
 
 
+async def fail_in_place(conn: Conn, ref: GroupRef, ack_id: str, error: str) -> int:
+    """Count a failed attempt and keep the lease: the lease's new attempt.
+
+    For a pusher of an ordered group, which retries a message itself after its backoff rather
+    than let it go, so that the next message of its key cannot overtake it. Should the pusher
+    die meanwhile, the lease expires and the message is delivered again with the next attempt.
+    """
+    row = await _locked_lease(conn, ref, ack_id)
+    reason = _refusal(ref, row)
+    if reason or row is None or row["state"] != "leased":
+        raise AckRejected(reason or "the message was already settled", ack_id=ack_id)
+    params = {"group_id": ref.id, "ack_id": ack_id, "error": error}
+    counted = await (await conn.execute(q.COUNT_FAILED_ATTEMPT, params)).fetchone()
+    if counted is None:
+        raise AckRejected(EXPIRED_ACK, ack_id=ack_id)
+    return int(counted["attempt"])
+
+
 async def nack_many(
-    conn: Conn, reader: SegmentReader, ref: GroupRef, items: list[tuple[str, str, int | None]]
+    conn: Conn,
+    reader: SegmentReader,
+    ref: GroupRef,
+    items: list[tuple[str, str, int | None]],
+    on_failure: FailureHook | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """Nack each ``(ackId, error, retry delay ms)`` as :func:`nack`: the nacked and the refused.
 
@@ -296,7 +336,9 @@ async def nack_many(
     rejected: list[dict[str, str]] = []
     for ack_id, error, delay_ms in items:
         try:
-            nacked.append(await nack(conn, reader, ref, ack_id, error, delay_ms))
+            nacked.append(
+                await nack(conn, reader, ref, ack_id, error, delay_ms, on_failure=on_failure)
+            )
         except AckRejected as exc:
             await conn.rollback()
             rejected.append({"ackId": ack_id, "reason": exc.message})

@@ -23,6 +23,10 @@ class AckRejected(Conflict):
     code = "ACK_REJECTED"
 
 
+class FairGroup(Exception):
+    """The one-statement pull found a fair group: the pull takes the fair path instead."""
+
+
 class Delivery(NamedTuple):
     """One leased message (a tuple: a pull builds up to a thousand of them)."""
 
@@ -55,6 +59,8 @@ class GroupRef:
     max_retries: int
     retry_delay_ms: int
     partitions: int  # the topic's, when looked up: lease ids a pull sends when it knows no better
+    fair: bool = False  # a fair group (or one still leaving fairness): pulls take the fair path
+    on_failure: str | None = None  # the source of its onFailure hook, if it has one
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +98,8 @@ async def group_ref(conn: Conn, environment_id: str, topic: str, group: str) -> 
         max_retries=row["max_retries"],
         retry_delay_ms=row["retry_delay_ms"],
         partitions=topic_row["partitions"],
+        fair=bool(row["fair"]),
+        on_failure=row["on_failure"],
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import datetime
 from itertools import repeat
@@ -22,7 +23,7 @@ from psycopg.rows import DictRow
 from core.db import autocommit
 from data_plane.delivery import queries as q
 from data_plane.delivery.leases import new_lease_id, range_ack_ids
-from data_plane.delivery.model import Conn, Delivery, GroupRef, Pulled
+from data_plane.delivery.model import Conn, Delivery, FairGroup, GroupRef, Pulled
 from data_plane.delivery.store import (
     commit_progress,
     dead_letter_many,
@@ -37,6 +38,9 @@ from observability import metrics
 from observability.logging import get_logger
 
 log = get_logger("queuecore.delivery")
+
+# Which of a partition's redeliveries may go now (the others are postponed by it).
+Admit = Callable[[Conn, GroupRef, list[Delivery]], Awaitable[list[Delivery]]]
 
 
 async def pull(
@@ -91,6 +95,8 @@ async def _pull(
             )
         leased_s = time.perf_counter()
         ref = _with_settings(ref, member_id, found["settings"])
+        if found.get("fair"):
+            raise FairGroup(ref.id)  # nothing was leased (data_plane/delivery/fair.py)
         leases = found["leases"]
         deliveries = [] if leases is None else await _read_leased(conn, reader, ref, found)
     if leases is None:
@@ -227,6 +233,9 @@ async def _pull_in_transaction(
             cursor = await conn.execute(q.PULL, _pull_params(ref, member_id, max_messages, []))
         found = await _found(cursor)
     ref = _with_settings(ref, member_id, found["settings"])
+    if found.get("fair"):  # made fair since the statement before: nothing leased yet
+        await conn.rollback()
+        raise FairGroup(ref.id)
     owned, state = found["owned"], found["state"]
     blocks = _blocks_by_partition(found["blocks"])
     budget = min(max_messages, ref.max_in_flight - int(state["in_flight"]))
@@ -342,10 +351,19 @@ async def _read_fresh(
 
 
 async def _redeliver(
-    conn: Conn, reader: SegmentReader, ref: GroupRef, member_id: str, partition: int, limit: int
+    conn: Conn,
+    reader: SegmentReader,
+    ref: GroupRef,
+    member_id: str,
+    partition: int,
+    limit: int,
+    admit: Admit | None = None,
 ) -> list[Delivery]:
     """Lease the partition's due redeliveries again, each with a new ackId and ``attempt + 1``
-    (or dead-letter them): their messages read a run at a time, the leases in one statement."""
+    (or dead-letter them): their messages read a run at a time, the leases in one statement.
+
+    ``admit`` (a fair group's throttle) may hold some back: they wait, due again when a token
+    is, without counting an attempt."""
     rows = await (
         await conn.execute(
             q.DUE_REDELIVERIES, {"group_id": ref.id, "partition": partition, "limit": limit}
@@ -364,6 +382,8 @@ async def _redeliver(
             Delivery(partition, row["offset"], row["attempt"] + 1, new_ack_id(), message)
         )
     await dead_letter_many(conn, ref, partition, dead)
+    if admit is not None and deliveries:
+        deliveries = await admit(conn, ref, deliveries)
     if dead:
         attributes = metrics.dead_letter_attributes(ref.exactly_once, "redelivery")
         metrics.MESSAGES_DEAD_LETTERED.add(len(dead), attributes)

@@ -12,7 +12,7 @@ from data_plane.delivery.leases import RangeBits, parse_range_ack, range_ack_ids
 from data_plane.delivery.model import Conn, GroupRef
 from data_plane.groups import queries as gq
 from data_plane.read.reader import OffsetOutOfRange, SegmentReader
-from data_plane.write.segment import Message
+from data_plane.write.segment import Message, Schedule
 from tenants.ids import new_id, random_base62
 
 
@@ -132,10 +132,22 @@ async def _copies(
     rows = await (await conn.execute(q.SELECT_DEAD_LETTER_COPIES, params)).fetchall()
     return {
         row["offset"]: Message(
-            row["message_key"], row["headers"], bytes(row["value"]), row["published_at_ms"]
+            row["message_key"],
+            row["headers"],
+            bytes(row["value"]),
+            row["published_at_ms"],
+            schedule=_schedule_of(row),
         )
         for row in rows
     }
+
+
+def _schedule_of(row: dict[str, Any]) -> Schedule | None:
+    """A dead letter's scheduling metadata (columns of migration 0026), if it had any."""
+    keys = tuple(row["throttle_keys"] or ())
+    if row["fairness_key"] is None and not row["weight"] and not keys:
+        return None
+    return Schedule(row["fairness_key"], row["weight"] or 0, keys)
 
 
 def _runs(offsets: list[int]) -> list[tuple[int, int]]:
@@ -199,7 +211,21 @@ def _letters(
         "errors": [error for _, _, error in stored],
         "attempts": [row["attempt"] for row, _, _ in stored],
         "first_delivered_at": [row["first_delivered_at"] for row, _, _ in stored],
+        "fairness_keys": [_fairness_key(message) for _, message, _ in stored],
+        "throttle_keys": [_throttle_keys(message) for _, message, _ in stored],
+        "weights": [
+            message.schedule.weight if message.schedule else None for _, message, _ in stored
+        ],
     }
+
+
+def _fairness_key(message: Message) -> str | None:
+    return None if message.schedule is None else message.schedule.fairness_key
+
+
+def _throttle_keys(message: Message) -> Jsonb | None:
+    schedule = message.schedule
+    return Jsonb(list(schedule.throttle_keys)) if schedule and schedule.throttle_keys else None
 
 
 async def commit_progress(conn: Conn, group_id: str, partitions: list[int]) -> None:

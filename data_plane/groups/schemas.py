@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from core.wire_types import BIGINT_MAX, Text, duration_json_schema
+from data_plane.groups.fairness import FairnessConfig, OnFailureSource
+from data_plane.groups.push_schemas import PushConfigRequest
 from data_plane.groups.service import ACK_TIMEOUT_MS, RETRY_DELAY_MS, SESSION_TIMEOUT_MS
 
 # Plain types: parse_duration_ms checks them (its messages are friendlier than a pattern's); the
@@ -51,6 +53,22 @@ class GroupConfigRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=T
     max_in_flight: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1000
     session_timeout: SessionTimeout = "30s"
     dead_letter: DeadLetterConfig | None = None
+    # Absent: push stays as it is; null: push off (docs/push.md).
+    push: (
+        Annotated[
+            PushConfigRequest | None,
+            msgspec.Meta(
+                description=(
+                    "Deliver the group to an HTTPS endpoint (a push group); null turns push off, "
+                    "absent leaves it as it is"
+                )
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+    # Fair scheduling (data_plane/groups/fairness.py): absent keeps the group's, null turns off.
+    fairness: FairnessConfig | msgspec.UnsetType | None = msgspec.UNSET
+    on_failure: OnFailureSource | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class JoinRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -125,5 +143,27 @@ class GroupView(msgspec.Struct, rename="camel"):
     generation_id: int
     partitions: list[PartitionState]
     members: list[MemberView]
-    config: dict[str, Any]
+    config: Annotated[
+        dict[str, Any],
+        msgspec.Meta(
+            description=(
+                "startFrom, ackTimeout, maxInFlight, sessionTimeout, deadLetter {maxRetries, "
+                "retryDelay, alertThreshold}, and push {endpoint, maxInFlight, timeout, ordered, "
+                "secretHint} (null for a group that is not a push group)"
+            )
+        ),
+    ]
     dead_letters: int  # the depth of its dead-letter queue
+    # The push signing secret, only in the answer of the PUT that made it (docs/push.md).
+    push_secret: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                description=(
+                    "The push signing secret (whsec_…): only in the answer of the PUT that turned "
+                    "push on or rotated it"
+                )
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET

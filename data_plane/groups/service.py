@@ -81,6 +81,28 @@ class KafkaGroup(Conflict):
         )
 
 
+class PushGroup(Conflict):
+    """Members cannot join a push group: its pushers deliver it (docs/push.md)."""
+
+    code = "PUSH_GROUP"
+
+    def __init__(self, group: str) -> None:
+        super().__init__(
+            f"Group '{group}' is a push group: QueueCore delivers its messages to its endpoint, "
+            'so it has no members. Turn push off (PUT with "push": null) or join another group.',
+            group=group,
+        )
+
+
+class NotAPushGroup(Conflict):
+    """A pusher tried to join a group whose push was turned off."""
+
+    code = "NOT_A_PUSH_GROUP"
+
+    def __init__(self, group: str) -> None:
+        super().__init__(f"Group '{group}' has no push endpoint.", group=group)
+
+
 class InvalidDuration(ClientError):
     """A duration string such as ``30s`` could not be read."""
 
@@ -325,14 +347,17 @@ async def join(
     client_id: str = "",
     session_timeout_ms: int | None = None,
     max_in_flight: int | None = None,
+    pusher: bool = False,
 ) -> JoinResult:
     """Join (or rejoin with ``member_id``) a group, creating it with defaults if needed.
 
-    ``max_in_flight`` is the member's own window (kept on a rejoin that gives none)."""
+    ``max_in_flight`` is the member's own window (kept on a rejoin that gives none). A push
+    group's only members are its ``pusher``s, and a pusher joins only a push group."""
     topic_row = await topic_of(conn, environment_id, topic)
-    group_row = await _locked_group(conn, environment_id, topic_row["id"], group, create=True)
+    group_row = await _locked_group(conn, environment_id, topic_row["id"], group, create=not pusher)
     if group_row.get("protocol") == "kafka":
         raise KafkaGroup(group)
+    await _check_push(conn, group_row["id"], group, pusher)
     timeout_ms = session_timeout_ms or int(group_row["session_timeout_ms"])
     known = member_id and (
         await (
@@ -353,6 +378,8 @@ async def join(
             "max_in_flight": max_in_flight,
         }
         await conn.execute(q.INSERT_MEMBER, params)
+        if pusher:
+            await conn.execute(q.MARK_PUSHER, {"id": member_id})
     window = await member_window(conn, group_row["id"], member_id, max_in_flight)
     generation = await _rebalance(conn, group_row, topic_row, force=new_member)
     await conn.execute(
@@ -370,6 +397,15 @@ async def join(
         int(group_row["ack_timeout_ms"]),
         str(topic_row["delivery"]),
     )
+
+
+async def _check_push(conn: Conn, group_id: str, group: str, pusher: bool) -> None:
+    """Members join ordinary groups, pushers push groups."""
+    is_push = await (await conn.execute(q.IS_PUSH_GROUP, {"group_id": group_id})).fetchone()
+    if is_push and not pusher:
+        raise PushGroup(group)
+    if pusher and not is_push:
+        raise NotAPushGroup(group)
 
 
 async def member_window(
@@ -519,7 +555,14 @@ async def describe(conn: Conn, environment_id: str, topic: str, group: str) -> d
         "members": members,
         "partitions": rows,
         "dead_letters": await dead_letter_depth(conn, group_row["id"]),
+        "push": await push_settings(conn, group_row["id"]),
     }
+
+
+async def push_settings(conn: Conn, group_id: str) -> dict[str, Any] | None:
+    """The group's ``group_push`` row (its endpoint and delivery settings), None if not a push group."""
+    row = await (await conn.execute(q.SELECT_GROUP_PUSH, {"group_id": group_id})).fetchone()
+    return None if row is None else dict(row)
 
 
 async def dead_letter_depth(conn: Conn, group_id: str) -> int:

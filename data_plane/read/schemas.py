@@ -5,10 +5,12 @@ a dead-letter queue lists it (``data_plane.deadletters.service.DeadLetterView``)
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import msgspec
 
 from data_plane.read.reader import ReadResult, StoredMessage
+from data_plane.write.segment import Schedule
 
 ENCODINGS: tuple[str | None, ...] = (None, "base64", None)
 """The ``encoding`` a wire view shows for each ``Message.encoding`` (JSON, BYTES, NULL)."""
@@ -27,6 +29,8 @@ class MessageView(msgspec.Struct, rename="camel", omit_defaults=True):
     headers: dict[str, str]
     timestamp: str
     encoding: str | None = None
+    fairness_key: str | None = None
+    throttle_keys: list[str] | None = None
 
 
 class DeliveredMessage(MessageView, kw_only=True):
@@ -68,7 +72,20 @@ def message_view(topic: str, partition: int, message_id: str, stored: StoredMess
         headers=message.headers,
         timestamp=iso_timestamp(message.timestamp_ms),
         encoding=ENCODINGS[message.encoding],
+        **scheduling(message.schedule),
     )
+
+
+def scheduling(schedule: Schedule | None) -> dict[str, Any]:
+    """A view's ``fairnessKey`` and ``throttleKeys`` (only those the message has)."""
+    if schedule is None:
+        return {}
+    fields: dict[str, Any] = {}
+    if schedule.fairness_key is not None:
+        fields["fairness_key"] = schedule.fairness_key
+    if schedule.throttle_keys:
+        fields["throttle_keys"] = list(schedule.throttle_keys)
+    return fields
 
 
 def message_page(topic: str, partition: int, result: ReadResult, ids: list[str]) -> MessagePage:

@@ -9,6 +9,7 @@ errors are ``core.errors`` types carrying their data, which each edge maps to it
 place. Everything else in ``data_plane`` is internal to it (``tests/infra/test_layers.py``).
 """
 
+from data_plane.config.service import ConfigEntry, ConfigList, ConfigValue
 from data_plane.deadletters.alert_schemas import AlertEndpointRequest, AlertEndpointView
 from data_plane.deadletters.alerts import AlertEndpoint, AlertEndpointNotFound
 from data_plane.deadletters.service import (
@@ -20,9 +21,11 @@ from data_plane.deadletters.service import (
     DeadLetterReplayed,
     DeadLetterView,
     Replayed,
+    ReplayRequest,
 )
 from data_plane.delivery import AckOutcome, AckRejected, Delivery, GroupRef, Pulled
 from data_plane.delivery.acks import MAX_EXTEND_S
+from data_plane.delivery.stats import GroupStats, KeyStats, ThrottleStats
 from data_plane.errors import (
     MessageTooLarge,
     PublishOutcomeUnknown,
@@ -33,6 +36,7 @@ from data_plane.errors import (
 from data_plane.groups.classic import GroupError
 from data_plane.groups.classic import JoinRequest as ClassicJoinRequest
 from data_plane.groups.lag import LagPoint, LagSeries
+from data_plane.groups.push_schemas import PushConfigRequest, PushTestResult
 from data_plane.groups.schemas import (
     GroupConfigRequest,
     GroupSummary,
@@ -45,6 +49,10 @@ from data_plane.groups.schemas import (
     Window,
 )
 from data_plane.groups.service import GROUP_NAME, format_duration_ms
+from data_plane.push.config import PushSettings, PushTarget
+from data_plane.push.failures import PushFailure
+from data_plane.push.sender import PushBody, PushOutcome, PushSender
+from data_plane.push.sender import body_of as push_body
 from data_plane.read.reader import (
     OffsetOutOfRange,
     PartitionNotFound,
@@ -58,9 +66,11 @@ from data_plane.read.schemas import (
     MessagePage,
     iso_timestamp,
     message_page,
+    scheduling,
 )
 from data_plane.service.consuming import KEEPALIVE_S, Stream
 from data_plane.service.plane import DataPlane, NackItem, NackOutcome
+from data_plane.service.push import Push, Pusher
 from data_plane.service.scope import Caller, Scope
 from data_plane.service.upkeep import LAG_BUCKET_S, SETTLED_ACK_GRACE_S, SNAPSHOT_KEEP_S, Upkeep
 from data_plane.service.views import group_view
@@ -113,6 +123,9 @@ __all__ = [
     "BatchPublishResult",
     "Caller",
     "ClassicJoinRequest",
+    "ConfigEntry",
+    "ConfigList",
+    "ConfigValue",
     "CreateTopicRequest",
     "DataPlane",
     "DeadLetterNotFound",
@@ -125,6 +138,7 @@ __all__ = [
     "GroupDetail",
     "GroupError",
     "GroupRef",
+    "GroupStats",
     "GroupSummary",
     "GroupView",
     "HeartbeatRequest",
@@ -132,6 +146,7 @@ __all__ = [
     "IdempotencyKey",
     "JoinRequest",
     "JoinResponse",
+    "KeyStats",
     "LagPoint",
     "LagSeries",
     "Message",
@@ -149,13 +164,25 @@ __all__ = [
     "PublishResult",
     "Published",
     "Pulled",
+    "Push",
+    "PushBody",
+    "PushConfigRequest",
+    "PushFailure",
+    "PushOutcome",
+    "PushSender",
+    "PushSettings",
+    "PushTarget",
+    "PushTestResult",
+    "Pusher",
     "QuotaExceeded",
     "ReadResult",
+    "ReplayRequest",
     "Replayed",
     "RetryDelay",
     "Scope",
     "StoredMessage",
     "Stream",
+    "ThrottleStats",
     "TopicDetail",
     "TopicExists",
     "TopicList",
@@ -174,4 +201,6 @@ __all__ = [
     "iso_timestamp",
     "message_id",
     "message_page",
+    "push_body",
+    "scheduling",
 ]

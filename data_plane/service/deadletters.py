@@ -33,10 +33,12 @@ class DeadLetters:
         async with in_group(self._db, caller, topic, group) as (conn, ref):
             return await queue.replay_one(conn, ref, message_id)
 
-    async def replay_all(self, caller: Caller, topic: str, group: str) -> Replayed:
-        """Deliver every dead letter of the group again."""
+    async def replay_all(
+        self, caller: Caller, topic: str, group: str, count: int | None = None
+    ) -> Replayed:
+        """Deliver the group's dead letters again, oldest first: all, or at most ``count``."""
         async with in_group(self._db, caller, topic, group) as (conn, ref):
-            return await queue.replay_all(conn, ref)
+            return await queue.replay_all(conn, ref, count)
 
     async def alert_endpoint(self, caller: Caller) -> AlertEndpoint:
         """Where the environment's alerts go (its secret as a hint only), or 404

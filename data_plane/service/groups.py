@@ -5,13 +5,18 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import datetime
+from typing import Any
 
-from core.db import AsyncPool
+import msgspec
+
+from core.db import AsyncPool, Conn
+from core.sealed import Sealer
 from data_plane import delivery
 from data_plane.delivery import GroupRef, GroupRefCache
-from data_plane.groups import lag
+from data_plane.groups import fairness, lag
 from data_plane.groups import service as groups
 from data_plane.groups.lag import LagSeries
+from data_plane.groups.push_schemas import PushConfigRequest
 from data_plane.groups.schemas import (
     GroupConfigRequest,
     GroupSummary,
@@ -20,6 +25,7 @@ from data_plane.groups.schemas import (
     JoinRequest,
     JoinResponse,
 )
+from data_plane.push import config as push_config
 from data_plane.service.scope import Caller, audit_target, in_group
 from data_plane.service.views import group_config, group_view
 from data_plane.topics import overview
@@ -35,9 +41,13 @@ class Groups:
     ref is dropped); another replica's cache notices on the next miss (``data_plane.delivery``).
     """
 
-    def __init__(self, db: AsyncPool, refs: GroupRefCache) -> None:
+    def __init__(
+        self, db: AsyncPool, refs: GroupRefCache, sealer: Sealer, allow_private: bool
+    ) -> None:
         self._db = db
         self._refs = refs
+        self._sealer = sealer  # seals the push signing secrets it makes
+        self._allow_private = allow_private  # whether push endpoints may be private addresses
 
     async def list_all(self, caller: Caller, topic: str) -> list[GroupSummary]:
         """The topic's groups with their live consumers, lag and dead letters."""
@@ -61,22 +71,49 @@ class Groups:
     async def describe(self, caller: Caller, topic: str, group: str) -> GroupView:
         """Members, each partition's owner, committed offset and lag, and the settings."""
         async with self._db.connection() as conn:
-            return group_view(await groups.describe(conn, caller.environment_id, topic, group))
+            state = await groups.describe(conn, caller.environment_id, topic, group)
+            state["extras"] = await fairness.describe(conn, state["group"]["id"])
+        return group_view(state)
 
     async def configure(
         self, caller: Caller, topic: str, group: str, request: GroupConfigRequest, actor: Actor
     ) -> GroupView:
-        """Create the group or change its settings (recorded in the audit log)."""
+        """Create the group or change its settings (recorded in the audit log); ``push`` turns
+        push on, changes it or turns it off, and the answer that made a signing secret shows it."""
         config = group_config(request)
+        secret = None
         async with self._db.connection() as conn:
             state = await groups.configure(conn, caller.environment_id, topic, group, config)
+            group_id = state["group"]["id"]
+            details: dict[str, object] = asdict(config)
+            if request.push is not msgspec.UNSET:
+                secret = await self._configure_push(conn, state, group, request.push)
+                state = await groups.describe(conn, caller.environment_id, topic, group)
+                details["push"] = push_config.view(state["push"])
+            if request.fairness is not msgspec.UNSET:
+                await fairness.set_fairness(conn, group_id, request.fairness)
+            if request.on_failure is not msgspec.UNSET:
+                await fairness.set_on_failure(conn, group_id, request.on_failure)
+            state["extras"] = await fairness.describe(conn, group_id)
+            details.update(state["extras"])
             target = audit_target(caller.environment_id, topic, group)
-            details = asdict(config)
             await audit.record(
                 conn, caller.organisation_id, actor, "group.configured", target, **details
             )
         self._refs.forget(caller.environment_id, topic, group)
-        return group_view(state)
+        view = group_view(state)
+        if secret is not None:
+            view.push_secret = secret
+        return view
+
+    async def _configure_push(
+        self, conn: Conn, state: dict[str, Any], group: str, push: PushConfigRequest | None
+    ) -> str | None:
+        """Push on, changed or off for the group just configured; a new secret, if one was made."""
+        group_id = state["group"]["id"]
+        return await push_config.apply(
+            conn, group_id, group, push, self._sealer, self._allow_private
+        )
 
     async def delete(self, caller: Caller, topic: str, group: str) -> None:
         """Remove the group with its members and committed offsets."""

@@ -12,27 +12,40 @@ maps them to its protocol in one place.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass
 
+from redis.asyncio import Redis
+
 from core.db import AsyncPool, Conn, rearm
 from core.object_store import ObjectStore
+from core.sealed import Sealer
 from core.settings import DataPlaneSettings
 from data_plane import delivery
-from data_plane.delivery import AckOutcome, AckRejected, GroupRef, GroupRefCache, Pulled
+from data_plane.config.service import ConfigCache
+from data_plane.delivery import AckOutcome, AckRejected, GroupRef, GroupRefCache, Pulled, stats
+from data_plane.delivery.stats import GroupStats
+from data_plane.delivery.throttle import Buckets, Throttle
 from data_plane.delivery.triage import SlowDeliveryTriage
 from data_plane.groups import service as groups
 from data_plane.groups.classic import ClassicGroups
 from data_plane.groups.pulse import Pulse
+from data_plane.hooks import store as hook_store
+from data_plane.hooks.errors import HookErrorFlusher, HookErrors
+from data_plane.hooks.failure import ON_FAILURE, FailureHook
+from data_plane.hooks.sandbox import HookCache, InvalidHook
 from data_plane.read import reader as read_path
 from data_plane.read import seek
 from data_plane.read.cache import BlockCache
 from data_plane.read.notify import PublishListener
 from data_plane.read.reader import ReadResult, SegmentReader, TopicRef
+from data_plane.service.config import RuntimeConfig
 from data_plane.service.consuming import Stream, wait_s
 from data_plane.service.deadletters import DeadLetters
 from data_plane.service.groups import Groups
+from data_plane.service.push import Push
 from data_plane.service.records import Records
 from data_plane.service.scope import Caller, in_group
 from data_plane.service.topics import Topics
@@ -87,6 +100,7 @@ class DataPlane:
         objects: ObjectStore,
         config: DataPlaneSettings,
         usage: UsageSink | None = None,
+        redis: Redis | None = None,
     ) -> None:
         self.db = db
         self.objects = objects
@@ -103,7 +117,11 @@ class DataPlane:
         self.writer.subscribe(self.cache.put_committed)
         self.reader = SegmentReader(objects, self.cache)
         self.listener = PublishListener(config.database_url)
-        self.publisher = PublishService(db, self.writer, usage)
+        # Failures of Lua hooks, counted here and added to their rows every second.
+        self.hook_errors = HookErrors()
+        self.hook_error_flusher = HookErrorFlusher(self.hook_errors, db.connection)
+        self._hooks = HookCache()  # groups' onFailure hooks, compiled
+        self.publisher = PublishService(db, self.writer, usage, self.hook_errors)
         self.group_refs = GroupRefCache()
         self.pulse = Pulse(db)  # a stall in it spares silent members (groups.pulse)
         self.traffic = TrafficCounter()  # per-topic rates for the dashboard (topics.traffic)
@@ -115,13 +133,22 @@ class DataPlane:
         # streams waiting for messages answer at once (streams end with a reconnect hint).
         self.stopping = asyncio.Event()
         self.topics = Topics(db, self.publisher.topics)
-        self.groups = Groups(db, self.group_refs)
+        sealer = Sealer(config.push.secrets_key)
+        allow_private = config.webhooks.allow_private
+        self.groups = Groups(db, self.group_refs, sealer, allow_private)
         self.dead_letters = DeadLetters(db, config.webhooks)
         # For the Kafka protocol listener: records by offset, and Kafka's classic groups.
         self.records = Records(
             db, self.publisher, self.reader, self.traffic, self.delivered, message_bytes
         )
         self.classic_groups = ClassicGroups(db)
+        # Push groups: their console side, and what the pushers do beside pulls and acks.
+        self.push = Push(db, self.reader, self.listener, sealer, allow_private)
+        # Fair scheduling: runtime configuration (throttle rates), the throttle buckets (Redis,
+        # else this process's memory).
+        self.config_cache = ConfigCache(db)
+        self.buckets = Buckets(redis)
+        self.config = RuntimeConfig(db, self.config_cache)
 
     async def start(self) -> None:
         """Start the writer's flush loop, the LISTEN connection, the pulse and the traffic flusher."""
@@ -129,6 +156,7 @@ class DataPlane:
         self.listener.start()
         self.pulse.start()
         self.traffic_flusher.start()
+        self.hook_error_flusher.start()
 
     async def close(self) -> None:
         """Flush and stop the writer, stop listening and beating, write the last traffic counts."""
@@ -136,6 +164,7 @@ class DataPlane:
         await self.listener.stop()
         await self.pulse.stop()
         await self.traffic_flusher.stop()
+        await self.hook_error_flusher.stop()
 
     def stop_waiting(self) -> None:
         """Set :attr:`stopping` and wake every waiting long-poll and stream to answer now."""
@@ -254,7 +283,10 @@ class DataPlane:
         unless given), or dead-lettered after ``maxRetries``."""
         delay_ms = _delay_ms(retry_delay, "retryDelay")
         async with in_group(self.db, caller, topic, group) as (conn, ref):
-            nacked = await delivery.nack(conn, self.reader, ref, ack_id, error, delay_ms)
+            hook = self._failure_hook(ref)
+            nacked = await delivery.nack(
+                conn, self.reader, ref, ack_id, error, delay_ms, on_failure=hook
+            )
         # Its streams pull again: room was made, and the retry's due time is a new wake-up.
         self.listener.poke({ref.topic_id})
         return nacked
@@ -270,7 +302,8 @@ class DataPlane:
             for i, (ack_id, error, delay) in enumerate(nacks)
         ]
         async with in_group(self.db, caller, topic, group) as (conn, ref):
-            done, rejected = await delivery.nack_many(conn, self.reader, ref, items)
+            hook = self._failure_hook(ref)
+            done, rejected = await delivery.nack_many(conn, self.reader, ref, items, hook)
         if not done:
             raise AckRejected(rejected[0]["reason"], body={"nacked": [], "rejected": rejected})
         self.listener.poke({ref.topic_id})  # as after one nack
@@ -282,6 +315,17 @@ class DataPlane:
         """Push the end of current, unexpired leases ``seconds`` from now; the ids extended."""
         async with in_group(self.db, caller, topic, group) as (conn, ref):
             return await delivery.extend(conn, ref, ack_ids, seconds)
+
+    async def group_stats(self, caller: Caller, topic: str, group: str) -> GroupStats:
+        """Depth, in flight, consumers; a fair group's fairness keys (pending, deficit, weight);
+        the environment's throttle keys (tokens, rate, burst); its hooks' failures."""
+        environment_id = caller.environment_id
+        async with in_group(self.db, caller, topic, group) as (conn, ref):
+            limits = await self.config_cache.throttles(environment_id)
+            tokens = (await self.buckets.take(environment_id, limits, [])).tokens if limits else {}
+            errors = await hook_store.hook_errors(conn, ref.topic_id, ref.id)
+            errors += self.hook_errors.unflushed(ref.topic_id, ref.id)
+            return await stats.group_stats(conn, self.reader, ref, tokens, limits, errors)
 
     # --- reading without a group ---------------------------------------------------------------
 
@@ -313,6 +357,23 @@ class DataPlane:
         """Count messages sent to a caller (egress) in its environment's usage."""
         if messages and self.usage is not None:
             self.usage.delivered(environment_id, len(messages), message_bytes(messages))
+
+    def _failure_hook(self, ref: GroupRef) -> FailureHook | None:
+        """The group's ``onFailure`` hook compiled (cached), if it has one; one that no longer
+        compiles counts as failing, and the group's policy decides."""
+        if ref.on_failure is None:
+            return None
+        try:
+            hook = self._hooks.get(ref.on_failure, ON_FAILURE, "onFailure")
+        except InvalidHook as exc:
+            self.hook_errors.failed("onFailure", ref.id, exc.message)
+            return None
+        return FailureHook(ref.id, ref.topic, ref.name, hook, self.hook_errors)
+
+    async def _throttle(self, environment_id: str) -> Throttle:
+        """A fair pull's throttle: the environment's throttle keys and the shared buckets."""
+        limits = await self.config_cache.throttles(environment_id)
+        return Throttle(self.buckets, environment_id, limits)
 
     async def _group_ref(self, environment_id: str, topic: str, group: str) -> GroupRef:
         """The group, from the process's cache when it is there."""
@@ -359,13 +420,18 @@ class DataPlane:
         started_s = time.perf_counter()
         async with self.db.connection() as conn:
             acquire_s = time.perf_counter() - started_s
+            throttle = functools.partial(self._throttle, environment_id)
             try:
-                pulled = await delivery.pull(conn, self.reader, ref, member_id, limit, owned)
+                pulled = await delivery.pull(
+                    conn, self.reader, ref, member_id, limit, owned, throttle=throttle
+                )
             except (groups.MemberNotFound, groups.GroupTopicNotFound):
                 moved = await self._moved(conn, environment_id, ref)
                 if moved is None:
                     raise
-                pulled = await delivery.pull(conn, self.reader, moved, member_id, limit)
+                pulled = await delivery.pull(
+                    conn, self.reader, moved, member_id, limit, throttle=throttle
+                )
         if self.delivery_triage is not None:
             now_s = time.perf_counter()
             self.delivery_triage.observe_pull(

@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import anyio.to_thread
+import msgspec
 
 from core.db import AsyncPool
 from core.worker import send_task
 from data_plane.groups import service as groups
+from data_plane.hooks import store as hooks
 from data_plane.service.scope import Caller, audit_target
 from data_plane.service.views import topic_view
 from data_plane.topics import overview, traffic
@@ -45,8 +47,11 @@ class Topics:
         retention: str = "7d",
         delivery: str = "exactly-once",
         latency_class: str = "express",
+        on_enqueue: str | None = None,
     ) -> TopicView:
-        """A new topic with its partitions, within the tier's quotas (409 when the name is taken)."""
+        """A new topic with its partitions, within the tier's quotas (409 when the name is taken);
+        ``on_enqueue`` is its Lua hook (422 ``INVALID_HOOK`` unless it compiles)."""
+        hooks.check_on_enqueue(on_enqueue)
         async with self._db.connection() as conn:
             topic = await topics.create_topic(
                 conn,
@@ -68,8 +73,11 @@ class Topics:
                 retention=topic.retention,
                 delivery=topic.delivery,
                 latency_class=topic.latency_class,
+                on_enqueue=on_enqueue is not None,
             )
-        return topic_view(topic)
+            if on_enqueue is not None:
+                await hooks.set_on_enqueue(conn, topic.id, on_enqueue)
+        return topic_view(topic, on_enqueue)
 
     async def list_all(self, caller: Caller) -> TopicList:
         """The environment's active topics, by name."""
@@ -82,7 +90,8 @@ class Topics:
         async with self._db.connection() as conn:
             topic = await topics.get_topic(conn, caller.environment_id, name)
             stats = await groups.topic_stats(conn, topic.id)
-        view = topic_view(topic)
+            source = await hooks.on_enqueue(conn, topic.id)
+        view = topic_view(topic, source)
         view.stats = TopicStats(**stats)
         return view
 
@@ -95,8 +104,12 @@ class Topics:
         partitions: int | None = None,
         retention: str | None = None,
         latency_class: str | None = None,
+        on_enqueue: str | msgspec.UnsetType | None = msgspec.UNSET,
     ) -> TopicView:
-        """More partitions (never fewer), another retention or latency class."""
+        """More partitions (never fewer), another retention or latency class, another
+        ``onEnqueue`` hook (None removes it; 422 ``INVALID_HOOK`` unless it compiles)."""
+        if isinstance(on_enqueue, str):
+            hooks.check_on_enqueue(on_enqueue)
         async with self._db.connection() as conn:
             before = await topics.get_topic(conn, caller.environment_id, name)
             topic = await topics.update_topic(
@@ -108,16 +121,21 @@ class Topics:
                 retention=retention,
                 latency_class=latency_class,
             )
+            changed = _changed(topic_view(before), topic_view(topic))
+            if on_enqueue is not msgspec.UNSET:
+                await hooks.set_on_enqueue(conn, topic.id, on_enqueue)
+                changed["on_enqueue"] = "set" if on_enqueue is not None else "removed"
+            source = await hooks.on_enqueue(conn, topic.id)
             await audit.record(
                 conn,
                 caller.organisation_id,
                 actor,
                 "topic.updated",
                 audit_target(caller.environment_id, name),
-                **_changed(topic_view(before), topic_view(topic)),
+                **changed,
             )
         self._routes.forget(caller.environment_id, name)
-        return topic_view(topic)
+        return topic_view(topic, source)
 
     async def delete(self, caller: Caller, name: str, actor: Actor) -> TopicView:
         """The topic is gone and its name free at once; :meth:`queue_cleanup` removes its data."""

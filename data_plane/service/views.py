@@ -6,12 +6,13 @@ from typing import Any
 
 from data_plane.groups import service as groups
 from data_plane.groups.schemas import GroupConfigRequest, GroupView, MemberView, PartitionState
+from data_plane.push import config as push_config
 from data_plane.topics.schemas import TopicView
 from data_plane.topics.service import Topic
 
 
-def topic_view(topic: Topic) -> TopicView:
-    """A topic as the API shows it."""
+def topic_view(topic: Topic, on_enqueue: str | None = None) -> TopicView:
+    """A topic as the API shows it (with its ``onEnqueue`` hook when given)."""
     return TopicView(
         id=topic.id,
         name=topic.name,
@@ -21,6 +22,7 @@ def topic_view(topic: Topic) -> TopicView:
         latency_class=topic.latency_class,  # type: ignore[arg-type]
         status=topic.status,  # type: ignore[arg-type]
         created_at=topic.created_at,
+        on_enqueue=on_enqueue,
     )
 
 
@@ -77,6 +79,8 @@ def group_view(state: dict[str, Any]) -> GroupView:
             "retryDelay": groups.format_duration_ms(group["retry_delay_ms"]),
             "alertThreshold": group["alert_threshold"],
         },
+        "push": push_config.view(state.get("push")),
+        **state.get("extras", {}),  # fairness and onFailure (data_plane.groups.fairness)
     }
     return GroupView(
         name=group["name"],

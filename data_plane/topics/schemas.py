@@ -31,6 +31,10 @@ Partitions = Annotated[
 ]
 
 IdempotencyKey = Annotated[Text, msgspec.Meta(min_length=1, max_length=256)]
+FairnessKey = Annotated[Text, msgspec.Meta(max_length=200)]
+ThrottleKey = Annotated[Text, msgspec.Meta(min_length=1, max_length=200)]
+ThrottleKeys = Annotated[list[ThrottleKey], msgspec.Meta(max_length=8)]
+HookSource = Annotated[Text, msgspec.Meta(min_length=1, max_length=16_384)]
 
 
 class CreateTopicRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -41,6 +45,7 @@ class CreateTopicRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=T
     delivery: Delivery = "exactly-once"
     partitions: Partitions = 3
     latency_class: LatencyClass = "express"
+    on_enqueue: HookSource | None = None  # Lua: function on_enqueue(msg) (docs/fair-scheduling.md)
 
 
 class UpdateTopicRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -49,6 +54,8 @@ class UpdateTopicRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=T
     partitions: Partitions | None = None
     retention: Retention | None = None
     latency_class: LatencyClass | None = None
+    # absent: unchanged; null: removed
+    on_enqueue: HookSource | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class TopicStats(msgspec.Struct, rename="camel"):
@@ -72,6 +79,7 @@ class TopicView(msgspec.Struct, rename="camel", omit_defaults=True):
     status: Literal["active", "deleting"]
     created_at: datetime
     stats: TopicStats | None = None
+    on_enqueue: str | None = None  # the topic's onEnqueue hook, when it has one
 
 
 class TopicList(msgspec.Struct, rename="camel"):
@@ -87,6 +95,8 @@ class PublishRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True)
     key: Text | None = None
     headers: dict[Text, Text] | None = None
     idempotency_key: IdempotencyKey | None = None
+    fairness_key: FairnessKey | None = None  # a fair group's scheduling key ("" is a key)
+    throttle_keys: ThrottleKeys | None = None  # each must have a token for delivery
 
 
 class BatchPublishRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):

@@ -45,10 +45,14 @@ from data_plane.errors import (
     QuotaExceeded,
     TopicNotFound,
 )
+from data_plane.hooks import queries as hq
+from data_plane.hooks.enqueue import ON_ENQUEUE, EnqueueHook
+from data_plane.hooks.errors import HookErrors
+from data_plane.hooks.sandbox import HookCache, InvalidHook
 from data_plane.topics import service as topic_service
 from data_plane.topics.schemas import PublishRequest
 from data_plane.write import queries as q
-from data_plane.write.segment import Message
+from data_plane.write.segment import Message, Schedule
 from data_plane.write.writer import (
     MESSAGE_OVERHEAD_BYTES,
     Entry,
@@ -168,6 +172,7 @@ class TopicRoute:
     exactly_once: bool
     limits: Limits
     tier: str
+    on_enqueue: EnqueueHook | None = None  # the topic's hook, compiled (most topics have none)
 
 
 class TopicDirectory:
@@ -180,9 +185,16 @@ class TopicDirectory:
     topic used to wait for it).
     """
 
-    def __init__(self, pool: AsyncPool, ttl_s: float = ROUTE_TTL_S) -> None:
+    def __init__(
+        self,
+        pool: AsyncPool,
+        ttl_s: float = ROUTE_TTL_S,
+        hook_errors: HookErrors | None = None,
+    ) -> None:
         self._pool = pool
         self._ttl_s = ttl_s
+        self.hook_errors = hook_errors or HookErrors()
+        self._hooks = HookCache()
         self._routes: dict[tuple[str, str], tuple[float, TopicRoute]] = {}
         self._loading: dict[tuple[str, str], asyncio.Future[TopicRoute]] = {}
 
@@ -236,6 +248,9 @@ class TopicDirectory:
             project = await (
                 await conn.execute(q.PROJECT_OF_ENVIRONMENT, {"environment_id": environment_id})
             ).fetchone()
+            hook = await (
+                await conn.execute(hq.SELECT_TOPIC_HOOK, {"topic_id": topic.id})
+            ).fetchone()
         target = TopicTarget(
             topic.id,
             topic.name,
@@ -252,7 +267,18 @@ class TopicDirectory:
             topic.delivery == "exactly-once",
             organisation.limits,
             organisation.tier,
+            None if hook is None else self._enqueue_hook(topic.id, topic.name, hook["on_enqueue"]),
         )
+
+    def _enqueue_hook(self, topic_id: str, topic: str, source: str) -> EnqueueHook | None:
+        """The topic's hook compiled; one that no longer compiles (it did when saved, so only a
+        newer sandbox refuses it) is counted as failing and left out."""
+        try:
+            hook = self._hooks.get(source, ON_ENQUEUE, "onEnqueue")
+        except InvalidHook as exc:
+            self.hook_errors.failed("onEnqueue", topic_id, exc.message, topic=topic)
+            return None
+        return EnqueueHook(topic_id, topic, hook, self.hook_errors)
 
 
 # --- the publish service ------------------------------------------------------------------------
@@ -282,12 +308,16 @@ class PublishService:
     """Validates publishes against the tier, partitions them and waits for their commit."""
 
     def __init__(
-        self, pool: AsyncPool, writer: SegmentWriter, usage: UsageSink | None = None
+        self,
+        pool: AsyncPool,
+        writer: SegmentWriter,
+        usage: UsageSink | None = None,
+        hook_errors: HookErrors | None = None,
     ) -> None:
         self.pool = pool
         self.writer = writer
         self.usage = usage
-        self.topics = TopicDirectory(pool)
+        self.topics = TopicDirectory(pool, hook_errors=hook_errors)
         self._salts: dict[str, int] = {}  # per topic: where this process's rotation starts
         self._inflight: dict[tuple[str, str], asyncio.Future[Placement]] = {}
 
@@ -342,8 +372,15 @@ class PublishService:
         encode = msgspec.json.encode
         entries = []
         total = 0
+        plain = route.on_enqueue is None
         for index, request in enumerate(requests):
-            if request.key is None and not request.headers:  # the common case, inlined
+            if (  # the common case, inlined
+                request.key is None
+                and not request.headers
+                and plain
+                and request.fairness_key is None
+                and request.throttle_keys is None
+            ):
                 value = encode(request.data)
                 size = len(value)
                 if size > limit:
@@ -502,7 +539,25 @@ def _message(
     limit = route.limits.max_message_bytes
     if size > limit:
         raise MessageTooLarge(index, size, limit, route.tier)
-    return Message(key, headers, value, now_ms), size
+    return Message(key, headers, value, now_ms, schedule=_schedule(request, route)), size
+
+
+def _schedule(request: PublishRequest, route: TopicRoute) -> Schedule | None:
+    """The message's scheduling metadata: its own fields, then what the topic's hook assigns to
+    those it left unset; None when there is nothing to schedule by."""
+    fairness_key, throttle_keys, weight = request.fairness_key, request.throttle_keys, 0
+    hook = route.on_enqueue
+    if hook is not None and (
+        assigned := hook.assign(request.key, request.headers or {}, request.data)
+    ):
+        fairness_key = assigned.fairness_key if fairness_key is None else fairness_key
+        if throttle_keys is None and assigned.throttle_keys is not None:
+            throttle_keys = list(assigned.throttle_keys)
+        weight = assigned.weight
+    keys = tuple(dict.fromkeys(throttle_keys or ()))
+    if fairness_key is None and not weight and not keys:
+        return None
+    return Schedule(fairness_key, weight, keys)
 
 
 def _check_batch_size(count: int, route: TopicRoute) -> None:

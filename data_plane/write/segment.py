@@ -28,6 +28,13 @@ Block format 2 adds one column after the header field lengths: each message's ``
 see :class:`Message`). A block whose messages all have encoding 0 (every REST publish) is written
 in format 1, byte for byte as before, and both formats are read.
 
+Block format 3 adds a message's scheduling metadata (:class:`Schedule`: fairness key, weight,
+throttle keys) after the encodings column, which it always has: fairness key lengths (i32, -1 for
+none), weights (u32, 0 for none), throttle key counts (u32) and the lengths of all throttle keys
+(u32); their UTF-8 bytes follow the header names and values. A block is written in format 3 only
+when one of its messages has a schedule, so every other block keeps format 1 or 2 byte for byte,
+and segments written before format 3 read as they always did.
+
 Headers are ``dict[str, str]`` (insertion order is kept). Checksums are CRC32C (Castagnoli) from
 the ``google-crc32c`` package; any single corrupted byte is a burst under 32 bits, which CRC32C
 always detects.
@@ -54,6 +61,7 @@ __all__ = [
     "BlockRef",
     "Message",
     "NeedMoreBytes",
+    "Schedule",
     "SegmentBuilder",
     "SegmentCorrupt",
     "decode_block",
@@ -63,7 +71,7 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
-BLOCK_VERSIONS = (1, 2)  # 2: with the encodings column
+BLOCK_VERSIONS = (1, 2, 3)  # 2: with the encodings column; 3: and scheduling metadata
 JSON, BYTES, NULL = 0, 1, 2  # Message.encoding
 MAGIC = b"QCSG"
 DEFAULT_COMPRESSION_LEVEL = 3
@@ -96,6 +104,15 @@ class NeedMoreBytes(Exception):
         self.required = required
 
 
+class Schedule(msgspec.Struct, frozen=True, gc=False):
+    """How a fair group schedules a message: its fairness key (``None``: the shared key ``""``),
+    its weight (0: the group's) and the throttle keys that must each have a token."""
+
+    fairness_key: str | None = None
+    weight: int = 0
+    throttle_keys: tuple[str, ...] = ()
+
+
 class Message(msgspec.Struct, frozen=True, gc=False):
     """One published message; ``value`` is the JSON-encoded payload.
 
@@ -116,6 +133,7 @@ class Message(msgspec.Struct, frozen=True, gc=False):
     value: bytes
     timestamp_ms: int
     encoding: int = JSON
+    schedule: Schedule | None = None  # set only when the message has one (block format 3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,13 +213,16 @@ def _encode_block(
     partition: int,
     messages: Sequence[Message],
 ) -> bytes:
-    encoded = any(m.encoding for m in messages)
+    scheduled = any(m.schedule is not None for m in messages)
+    encoded = scheduled or any(m.encoding for m in messages)
     raw = _encode_messages(messages, encoded)
+    if scheduled:
+        raw = _with_schedules(raw, messages)
     if len(raw) > _MAX_U32 or len(messages) > _MAX_U32:
         raise ValueError(f"block ({topic_id!r}, {partition}) is too large for one segment")
     payload = compressor.compress(raw)
     topic = topic_id.encode()
-    version = BLOCK_VERSIONS[1] if encoded else BLOCK_VERSIONS[0]
+    version = BLOCK_VERSIONS[2] if scheduled else BLOCK_VERSIONS[1] if encoded else 1
     fields = _BLOCK_FIELDS.pack(
         version, len(topic), partition, len(messages), len(raw), len(payload)
     )
@@ -226,6 +247,31 @@ def _encode_messages(messages: Sequence[Message], encoded: bool = False) -> byte
     except (struct.error, ValueError) as exc:
         raise ValueError(f"message field out of range: {exc}") from exc
     return b"".join((*columns, encodings, *[key for key in keys if key], *values, *fields))
+
+
+def _with_schedules(raw: bytes, messages: Sequence[Message]) -> bytes:
+    """Format 3: the scheduling columns after the encodings column, their bytes at the end."""
+    count = len(messages)
+    fixed = _MIN_MESSAGE_BYTES * count + count  # the four columns and the encodings
+    fields = sum(2 * len(m.headers) for m in messages)
+    split = fixed + 4 * fields
+    schedules = [m.schedule or _NO_SCHEDULE for m in messages]
+    fairness = [None if s.fairness_key is None else s.fairness_key.encode() for s in schedules]
+    throttles = [key.encode() for s in schedules for key in s.throttle_keys]
+    try:
+        columns = (
+            struct.pack(f"<{count}i", *[-1 if key is None else len(key) for key in fairness]),
+            struct.pack(f"<{count}I", *[s.weight for s in schedules]),
+            struct.pack(f"<{count}I", *[len(s.throttle_keys) for s in schedules]),
+            struct.pack(f"<{len(throttles)}I", *map(len, throttles)),
+        )
+    except struct.error as exc:
+        raise ValueError(f"schedule field out of range: {exc}") from exc
+    tail = (*[key for key in fairness if key], *throttles)
+    return b"".join((raw[:split], *columns, raw[split:], *tail))
+
+
+_NO_SCHEDULE = Schedule()
 
 
 def _encode_index(refs: Sequence[BlockRef]) -> bytes:
@@ -385,7 +431,7 @@ def _decode_block(
     version, partition, count, raw_length, topic_end = _check_block_head(data)
     topic_id = _decode_text(data[_BLOCK_HEAD_SIZE:topic_end], "topic_id")
     raw = _decompress(decompressor, data[topic_end:], raw_length)
-    return topic_id, partition, _decode_messages(raw, count, version == BLOCK_VERSIONS[1])
+    return topic_id, partition, _decode_messages(raw, count, version)
 
 
 def _check_block_head(data: bytes) -> tuple[int, int, int, int, int]:
@@ -437,25 +483,66 @@ def _decompress(decompressor: zstandard.ZstdDecompressor, payload: bytes, raw_le
     return raw
 
 
-def _decode_messages(raw: bytes, count: int, encoded: bool = False) -> list[Message]:
+def _decode_messages(raw: bytes, count: int, version: int = 1) -> list[Message]:
     timestamps, key_lengths, value_lengths, header_counts, field_lengths = _unpack_columns(
         raw, count
     )
     position = _MIN_MESSAGE_BYTES * count + 4 * len(field_lengths)
     encodings = b""
-    if encoded:
+    if version >= 2:
         encodings, position = raw[position : position + count], position + count
         if len(encodings) != count or max(encodings) > NULL:
             raise SegmentCorrupt("malformed encodings column in block payload")
+    columns: tuple[tuple[int, ...], ...] = ()
+    if version >= 3:
+        columns, position = _schedule_columns(raw, count, position)
     keys, position = _slice_keys(raw, key_lengths, position)
     values, position = _slice_runs(raw, value_lengths, position)
     fields, position = _slice_runs(raw, field_lengths, position)
+    schedules: list[Schedule | None] = []
+    if columns:
+        schedules, position = _schedules(raw, columns, position)
     if position != len(raw):
         raise SegmentCorrupt(f"block payload length mismatch: used {position} of {len(raw)}")
     headers = _group_headers(fields, header_counts)
-    if encoded:
+    if columns:
+        return list(map(Message, keys, headers, values, timestamps, encodings, schedules))
+    if encodings:
         return list(map(Message, keys, headers, values, timestamps, encodings))
     return list(map(Message, keys, headers, values, timestamps))
+
+
+def _schedule_columns(
+    raw: bytes, count: int, position: int
+) -> tuple[tuple[tuple[int, ...], ...], int]:
+    """Format 3's fairness key lengths, weights, throttle key counts and throttle key lengths."""
+    try:
+        fairness = struct.unpack_from(f"<{count}i", raw, position)
+        weights = struct.unpack_from(f"<{count}I", raw, position + 4 * count)
+        counts = struct.unpack_from(f"<{count}I", raw, position + 8 * count)
+        lengths = struct.unpack_from(f"<{sum(counts)}I", raw, position + 12 * count)
+    except struct.error as exc:
+        raise SegmentCorrupt(f"malformed scheduling columns: {exc}") from exc
+    return (fairness, weights, counts, lengths), position + 12 * count + 4 * len(lengths)
+
+
+def _schedules(
+    raw: bytes, columns: tuple[tuple[int, ...], ...], position: int
+) -> tuple[list[Schedule | None], int]:
+    """The messages' schedules from format 3's columns and the bytes after the headers."""
+    fairness_lengths, weights, counts, throttle_lengths = columns
+    fairness, position = _slice_keys(raw, fairness_lengths, position)
+    throttles, position = _slice_runs(raw, throttle_lengths, position)
+    texts = iter([_decode_text(key, "throttle key") for key in throttles])
+    schedules: list[Schedule | None] = []
+    for key, weight, many in zip(fairness, weights, counts, strict=True):
+        keys = tuple(next(texts) for _ in range(many))
+        if key is None and not weight and not keys:
+            schedules.append(None)
+            continue
+        name = None if key is None else _decode_text(key, "fairness key")
+        schedules.append(Schedule(name, weight, keys))
+    return schedules, position
 
 
 def _unpack_columns(raw: bytes, count: int) -> tuple[tuple[int, ...], ...]:

@@ -38,6 +38,7 @@ type Client struct {
 	Groups         *Groups // the same as ConsumerGroups
 	Offsets        *Offsets
 	DLQ            *DLQ
+	Config         *RuntimeConfig // the environment's runtime configuration
 
 	baseURL           string
 	idempotentPublish bool
@@ -121,7 +122,7 @@ func New(opts ...Option) (*Client, error) {
 	}
 	c := &Client{
 		Topics: &Topics{t: t}, ConsumerGroups: groups, Groups: groups, Offsets: offsets,
-		DLQ: &DLQ{t: t}, baseURL: t.baseURL, idempotentPublish: s.idempotentPublish,
+		DLQ: &DLQ{t: t}, Config: &RuntimeConfig{t: t}, baseURL: t.baseURL, idempotentPublish: s.idempotentPublish,
 		logger: s.logger, warn: warn, transport: t, publisher: newPublisher(t, s.batching),
 	}
 	c.publisher.resolve = c.resolveUnknown
@@ -164,6 +165,16 @@ func WithKey(key string) PublishOption { return func(m *OutgoingMessage) { m.Key
 // WithHeaders attaches string headers to the message.
 func WithHeaders(h map[string]string) PublishOption {
 	return func(m *OutgoingMessage) { m.Headers = h }
+}
+
+// WithFairnessKey sets what a fair group schedules the message by ("" is a key).
+func WithFairnessKey(key string) PublishOption {
+	return func(m *OutgoingMessage) { m.FairnessKey = &key }
+}
+
+// WithThrottleKeys sets the message's throttle keys (up to 8).
+func WithThrottleKeys(keys ...string) PublishOption {
+	return func(m *OutgoingMessage) { m.ThrottleKeys = keys }
 }
 
 // WithIdempotencyKey replaces the generated idempotency key.

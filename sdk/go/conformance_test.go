@@ -319,6 +319,7 @@ func perform(ctx context.Context, c *queuecore.Client, op string, a map[string]a
 	case "topics.create":
 		return c.Topics.Create(ctx, queuecore.TopicConfig{
 			Name: str(a, "name"), Partitions: optionalNum(a, "partitions"), Retention: str(a, "retention"), Delivery: str(a, "delivery"),
+			OnEnqueue: str(a, "onEnqueue"),
 		})
 	case "topics.list":
 		return c.Topics.List(ctx)
@@ -334,12 +335,22 @@ func perform(ctx context.Context, c *queuecore.Client, op string, a map[string]a
 		if k := str(a, "idempotencyKey"); k != "" {
 			opts = append(opts, queuecore.WithIdempotencyKey(k))
 		}
+		if k, ok := a["fairnessKey"].(string); ok {
+			opts = append(opts, queuecore.WithFairnessKey(k))
+		}
+		if keys := strs(a, "throttleKeys"); keys != nil {
+			opts = append(opts, queuecore.WithThrottleKeys(keys...))
+		}
 		return c.Publish(ctx, str(a, "topic"), a["data"], opts...)
 	case "publishBatch":
 		var messages []queuecore.OutgoingMessage
 		for _, item := range a["messages"].([]any) {
 			m := item.(map[string]any)
-			messages = append(messages, queuecore.OutgoingMessage{Data: m["data"], Key: str(m, "key")})
+			message := queuecore.OutgoingMessage{Data: m["data"], Key: str(m, "key"), ThrottleKeys: strs(m, "throttleKeys")}
+			if k, ok := m["fairnessKey"].(string); ok {
+				message.FairnessKey = &k
+			}
+			messages = append(messages, message)
 		}
 		return c.PublishBatch(ctx, str(a, "topic"), messages)
 	case "consume":
@@ -360,6 +371,10 @@ func perform(ctx context.Context, c *queuecore.Client, op string, a map[string]a
 		n, err := c.DLQ.Replay(ctx, str(a, "topic"), str(a, "group"), str(a, "messageId"))
 		return map[string]any{"replayed": n}, err
 	case "dlq.replayAll":
+		if _, counted := a["count"]; counted {
+			n, err := c.DLQ.ReplayCount(ctx, str(a, "topic"), str(a, "group"), num(a, "count"))
+			return map[string]any{"replayed": n}, err
+		}
 		n, err := c.DLQ.ReplayAll(ctx, str(a, "topic"), str(a, "group"))
 		return map[string]any{"replayed": n}, err
 	case "offsets.get":
@@ -374,8 +389,70 @@ func perform(ctx context.Context, c *queuecore.Client, op string, a map[string]a
 		return c.Groups.Describe(ctx, str(a, "topic"), str(a, "group"))
 	case "groups.reset":
 		return c.Groups.ResetOffsets(ctx, str(a, "topic"), str(a, "group"), resetTo(a["to"]))
+	case "groups.configure":
+		return configure(ctx, c, a)
+	case "groups.testPush":
+		return c.Groups.TestPush(ctx, str(a, "topic"), str(a, "group"))
+	case "push.verify":
+		return verifyPush(a)
+	case "groups.stats":
+		return c.Groups.Stats(ctx, str(a, "topic"), str(a, "group"))
+	case "config.set":
+		return c.Config.Set(ctx, str(a, "key"), str(a, "value"))
+	case "config.get":
+		return c.Config.Get(ctx, str(a, "key"))
+	case "config.list":
+		return c.Config.List(ctx, str(a, "prefix"))
+	case "config.delete":
+		return map[string]any{"deleted": true}, c.Config.Delete(ctx, str(a, "key"))
 	}
 	return nil, fmt.Errorf("unknown op %q", op)
+}
+
+// configure is groups.configure: the group, with "pushSecret" null unless the call made it.
+func configure(ctx context.Context, c *queuecore.Client, a map[string]any) (any, error) {
+	settings := groupSettings(a)
+	settings.RotateSecret = a["rotateSecret"] == true
+	if dl, ok := a["deadLetter"].(map[string]any); ok {
+		settings.DeadLetter = deadLetterPolicy(dl)
+	}
+	if push, given := a["push"]; given && push == nil {
+		settings.PushOff = true
+	} else if p, ok := push.(map[string]any); ok {
+		timeout, _ := time.ParseDuration(str(p, "timeout"))
+		settings.Push = &queuecore.PushConfig{Endpoint: str(p, "endpoint"), MaxInFlight: num(p, "maxInFlight"), Timeout: timeout, Ordered: p["ordered"] == true}
+	}
+	group, err := c.Groups.Configure(ctx, str(a, "topic"), str(a, "group"), settings)
+	if err != nil {
+		return nil, err
+	}
+	value, err := generic(group)
+	if err != nil {
+		return nil, err
+	}
+	fields := value.(map[string]any)
+	if group.PushSecret == "" {
+		fields["pushSecret"] = nil
+	}
+	return fields, nil
+}
+
+// verifyPush is push.verify: the SDK's verifier on a request given as headers and a body.
+func verifyPush(a map[string]any) (any, error) {
+	header := http.Header{}
+	for name, value := range a["headers"].(map[string]any) {
+		header.Set(name, value.(string))
+	}
+	tolerance := queuecore.DefaultPushTolerance
+	if s, ok := a["toleranceS"].(float64); ok {
+		tolerance = time.Duration(s * float64(time.Second))
+	}
+	now := time.Unix(int64(a["now"].(float64)), 0)
+	message, err := queuecore.VerifyPush(str(a, "secret"), header, []byte(str(a, "body")), queuecore.WithTolerance(tolerance), queuecore.WithNow(now))
+	if err != nil {
+		return nil, err
+	}
+	return generic(message)
 }
 
 func withoutPartition(p *queuecore.PartitionOffset, err error) (any, error) {
@@ -393,6 +470,39 @@ func resetTo(v any) queuecore.ResetTo {
 		return queuecore.ResetLatest
 	}
 	return queuecore.ResetToOffset(int64(v.(float64)))
+}
+
+// groupSettings are a groups.configure step's settings: startFrom, fairness, onFailure.
+func groupSettings(a map[string]any) queuecore.GroupSettings {
+	settings := queuecore.GroupSettings{StartFrom: str(a, "startFrom")}
+	if f, ok := a["fairness"].(map[string]any); ok {
+		fairness := &queuecore.Fairness{DefaultWeight: num(f, "defaultWeight"), Quantum: num(f, "quantum")}
+		if weights, ok := f["weights"].(map[string]any); ok {
+			fairness.Weights = map[string]int{}
+			for key, weight := range weights {
+				fairness.Weights[key] = int(weight.(float64))
+			}
+		}
+		settings.Fairness = fairness
+	} else if v, given := a["fairness"]; given && v == nil {
+		settings.FairnessOff = true
+	}
+	if hook, ok := a["onFailure"].(string); ok {
+		settings.OnFailure = &hook
+	}
+	return settings
+}
+
+func strs(a map[string]any, key string) []string {
+	items, ok := a[key].([]any)
+	if !ok {
+		return nil
+	}
+	out := make([]string, len(items))
+	for i, item := range items {
+		out[i], _ = item.(string)
+	}
+	return out
 }
 
 func str(a map[string]any, key string) string {
@@ -490,6 +600,9 @@ func (r *consumeRun) handle(ctx context.Context, msg *queuecore.Message) error {
 	entry := map[string]any{
 		"messageId": msg.MessageID, "topic": msg.Topic, "partition": msg.Partition, "offset": msg.Offset,
 		"data": msg.Data, "key": msg.Key, "attempt": msg.Attempt,
+	}
+	if msg.FairnessKey != nil {
+		entry["fairnessKey"] = *msg.FairnessKey
 	}
 	r.mu.Unlock()
 	err := settle(ctx, msg, action, r.reason, entry)

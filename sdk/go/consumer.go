@@ -89,7 +89,9 @@ func (c *Client) Consume(ctx context.Context, topic, group string, opts ConsumeO
 		host, _ := os.Hostname()
 		opts.ClientID = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
-	settings := GroupSettings{opts.StartFrom, opts.AckTimeout, opts.MaxInFlight, 0, opts.DeadLetter}
+	settings := GroupSettings{
+		StartFrom: opts.StartFrom, AckTimeout: opts.AckTimeout, MaxInFlight: opts.MaxInFlight, DeadLetter: opts.DeadLetter,
+	}
 	if settings != (GroupSettings{}) {
 		if _, err := c.ConsumerGroups.Configure(ctx, topic, group, settings); err != nil {
 			return nil, err

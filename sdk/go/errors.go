@@ -117,6 +117,7 @@ var (
 	ErrConnection            = errors.New("queuecore: no answer")               // the network failed
 	ErrTimeout               = errors.New("queuecore: timed out")               // no answer in time
 	ErrLeaseExpired          = errors.New("queuecore: lease expired")           // held messages dropped
+	ErrPushVerification      = errors.New("queuecore: push not verified")       // VerifyPush refused a request
 )
 
 // Is reports whether e is of the kind target names (one of the Err… values), so that
@@ -151,6 +152,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code == "TIMEOUT"
 	case ErrLeaseExpired:
 		return e.Code == "LEASE_EXPIRED"
+	case ErrPushVerification:
+		return e.Code == "INVALID_PUSH_SIGNATURE" || e.Code == "STALE_PUSH_TIMESTAMP"
 	}
 	return false
 }

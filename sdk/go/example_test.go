@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
+	"net"
+	"net/http"
 	"time"
 
 	queuecore "github.com/queuecore/queuecore-go"
@@ -198,6 +201,53 @@ func ExampleDLQ() {
 	// 1
 }
 
+func ExampleRuntimeConfig() {
+	ctx := context.Background()
+	pq, err := queuecore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	assign := `function on_enqueue(msg) return {fairness_key = msg.headers["tenant"]} end`
+	_, err = pq.Topics.Create(ctx, queuecore.TopicConfig{Name: "mail.jobs", Partitions: queuecore.Int(1), OnEnqueue: assign})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pq.Topics.Delete(ctx, "mail.jobs")
+	fair := queuecore.GroupSettings{StartFrom: "earliest", Fairness: &queuecore.Fairness{Weights: map[string]int{"vip": 3}}}
+	if _, err := pq.ConsumerGroups.Configure(ctx, "mail.jobs", "senders", fair); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := pq.Config.Set(ctx, "throttle.emails.rate", "50"); err != nil { // across every replica
+		log.Fatal(err)
+	}
+	var messages []queuecore.OutgoingMessage
+	for n := 0; n < 100; n++ {
+		tenant := map[string]string{"tenant": "acme"}
+		messages = append(messages, queuecore.OutgoingMessage{Data: n, Headers: tenant, ThrottleKeys: []string{"emails"}})
+	}
+	vip := "vip"
+	messages = append(messages, queuecore.OutgoingMessage{Data: 0, FairnessKey: &vip})
+	if _, err := pq.PublishBatch(ctx, "mail.jobs", messages); err != nil {
+		log.Fatal(err)
+	}
+	stats, err := pq.ConsumerGroups.Stats(ctx, "mail.jobs", "senders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, key := range stats.PerKey {
+		fmt.Println(key.Key, key.Pending, key.Weight)
+	}
+	replayed, err := pq.DLQ.ReplayCount(ctx, "mail.jobs", "senders", 10) // at most 10, oldest first
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(replayed, stats.PerThrottle[0].RatePerSecond)
+	// Output:
+	// acme 100 1
+	// vip 1 3
+	// 0 50
+}
+
 func ExampleOffsets() {
 	ctx := context.Background()
 	pq, err := queuecore.New()
@@ -238,6 +288,55 @@ func ExampleOffsets() {
 	// 0 3 3
 	// 2 1
 	// 3 0
+}
+
+func ExamplePushConfig() {
+	ctx := context.Background()
+	pq, err := queuecore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = pq.Topics.Create(ctx, queuecore.TopicConfig{Name: "signups", Partitions: queuecore.Int(1)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pq.Topics.Delete(ctx, "signups")
+
+	// The endpoint: your web handler (here on 127.0.0.1, which make dev allows; production
+	// endpoints are https). Verify the raw body before anything else; a 2xx acks the message.
+	var secret string
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		push, err := queuecore.VerifyPush(secret, r.Header, body) // signature, at most 5 min old
+		if err != nil {
+			w.WriteHeader(http.StatusUnauthorized) // not from QueueCore, or replayed
+			return
+		}
+		fmt.Println(push.Event, push.Topic, push.Attempt, string(push.Data)) // your work here
+		w.WriteHeader(http.StatusNoContent)
+	})
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer listener.Close()
+	go http.Serve(listener, handler)
+
+	group, err := pq.ConsumerGroups.Configure(ctx, "signups", "welcome-fn", queuecore.GroupSettings{
+		Push: &queuecore.PushConfig{Endpoint: "http://" + listener.Addr().String() + "/queuecore", MaxInFlight: 10, Timeout: 30 * time.Second},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	secret = group.PushSecret                                               // shown once: keep it where your handler reads it
+	result, err := pq.ConsumerGroups.TestPush(ctx, "signups", "welcome-fn") // a signed push.test event
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("test push delivered:", result.Delivered, *result.StatusCode)
+	// Output:
+	// push.test signups 1 {"test":true,"message":"a test push from QueueCore"}
+	// test push delivered: true 204
 }
 
 func ExampleError() {

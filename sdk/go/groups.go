@@ -3,6 +3,7 @@ package queuecore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strconv"
 )
@@ -41,7 +42,10 @@ func (s *Groups) Configure(ctx context.Context, topic, group string, settings Gr
 		return nil, err
 	}
 	out := &Group{}
-	body := mergedConfig(current, settings)
+	body, err := mergedConfig(current, settings)
+	if err != nil {
+		return nil, err
+	}
 	err = s.t.do(ctx, call{method: "PUT", path: groupPath(topic, group), body: body, idempotent: true}, out)
 	return orNil(out, err)
 }
@@ -68,10 +72,12 @@ func (s *Groups) currentConfig(ctx context.Context, topic, group string) (map[st
 	return found.Config, nil
 }
 
-func mergedConfig(current map[string]any, s GroupSettings) map[string]any {
+func mergedConfig(current map[string]any, s GroupSettings) (map[string]any, error) {
 	body := map[string]any{}
 	for k, v := range current {
-		body[k] = v
+		if k != "push" { // what GET shows of push (its secret's hint) is not what PUT takes
+			body[k] = v
+		}
 	}
 	setIf(body, "startFrom", s.StartFrom, s.StartFrom != "")
 	setIf(body, "ackTimeout", durationMs(s.AckTimeout), s.AckTimeout > 0)
@@ -89,7 +95,31 @@ func mergedConfig(current map[string]any, s GroupSettings) map[string]any {
 		setIf(dead, "alertThreshold", p.AlertThreshold, p.AlertThreshold > 0)
 	}
 	body["deadLetter"] = dead
-	return body
+	delete(body, "fairness") // kept by the server unless given
+	delete(body, "onFailure")
+	setIf(body, "fairness", s.Fairness, s.Fairness != nil)
+	setIf(body, "fairness", nil, s.FairnessOff)
+	setIf(body, "onFailure", s.OnFailure, s.OnFailure != nil)
+	setIf(body, "onFailure", nil, s.RemoveOnFailure)
+	switch {
+	case s.PushOff:
+		body["push"] = nil
+	case s.Push != nil:
+		body["push"] = s.Push.wire(s.RotateSecret)
+	case s.RotateSecret:
+		shown, ok := current["push"].(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("queuecore: not a push group: give Push to rotate its secret")
+		}
+		push := map[string]any{"rotateSecret": true}
+		for k, v := range shown {
+			if k != "secretHint" {
+				push[k] = v
+			}
+		}
+		body["push"] = push
+	}
+	return body, nil
 }
 
 func setIf(m map[string]any, key string, value any, given bool) {
@@ -170,18 +200,24 @@ func (s *DLQ) Inspect(ctx context.Context, topic, group string, opts InspectOpti
 // Replay delivers one dead letter to the group again, as attempt 1; returns 1.
 func (s *DLQ) Replay(ctx context.Context, topic, group, messageID string) (int, error) {
 	// Not retried after a lost answer: the repeat would be refused as already replayed.
-	return s.replay(ctx, groupPath(topic, group, "dlq", messageID, "replay"))
+	return s.replay(ctx, groupPath(topic, group, "dlq", messageID, "replay"), nil)
 }
 
 // ReplayAll delivers every dead letter to the group again; returns how many.
 func (s *DLQ) ReplayAll(ctx context.Context, topic, group string) (int, error) {
-	return s.replay(ctx, groupPath(topic, group, "dlq", "replay"))
+	return s.replay(ctx, groupPath(topic, group, "dlq", "replay"), nil)
 }
 
-func (s *DLQ) replay(ctx context.Context, path string) (int, error) {
+// ReplayCount delivers at most count dead letters to the group again, oldest first; returns how
+// many.
+func (s *DLQ) ReplayCount(ctx context.Context, topic, group string, count int) (int, error) {
+	return s.replay(ctx, groupPath(topic, group, "dlq", "replay"), map[string]int{"count": count})
+}
+
+func (s *DLQ) replay(ctx context.Context, path string, body any) (int, error) {
 	var out struct {
 		Replayed int `json:"replayed"`
 	}
-	err := s.t.do(ctx, call{method: "POST", path: path}, &out)
+	err := s.t.do(ctx, call{method: "POST", path: path, body: body}, &out)
 	return out.Replayed, err
 }

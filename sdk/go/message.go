@@ -23,6 +23,9 @@ type Message struct {
 	// Encoding is "base64" when Data is the base64 (a JSON string) of a value a Kafka client
 	// produced that was not JSON; empty otherwise.
 	Encoding string
+	// FairnessKey and ThrottleKeys are what a fair group schedules the message by (nil: none).
+	FairnessKey  *string
+	ThrottleKeys []string
 
 	consumer *Consumer
 	memberID string
@@ -47,6 +50,8 @@ type messageWire struct {
 	Attempt   int               `json:"attempt"`
 	AckID     string            `json:"ackId"`
 	Encoding  string            `json:"encoding"`
+	Fairness  *string           `json:"fairnessKey"`
+	Throttles []string          `json:"throttleKeys"`
 }
 
 func decodeMessage(raw []byte, consumer *Consumer, memberID string) (*Message, error) {
@@ -61,7 +66,8 @@ func decodeMessage(raw []byte, consumer *Consumer, memberID string) (*Message, e
 	return &Message{
 		MessageID: id, Topic: w.Topic, Partition: w.Partition, Offset: w.Offset, Data: w.Data, Key: w.Key,
 		Headers: w.Headers, Timestamp: w.Timestamp, Attempt: w.Attempt, AckID: w.AckID,
-		Encoding: w.Encoding, consumer: consumer, memberID: memberID,
+		Encoding: w.Encoding, FairnessKey: w.Fairness, ThrottleKeys: w.Throttles,
+		consumer: consumer, memberID: memberID,
 	}, nil
 }
 

@@ -12,6 +12,9 @@ type TopicConfig struct {
 	Delivery     string `json:"delivery,omitempty"`     // "exactly-once" or "at-least-once"
 	Partitions   *int   `json:"partitions,omitempty"`   // queuecore.Int(6)
 	LatencyClass string `json:"latencyClass,omitempty"` // "express" or "standard"
+	// OnEnqueue is a Lua hook (function on_enqueue(msg)) that may set each message's fairness
+	// key, weight and throttle keys; a 422 INVALID_HOOK *Error when it does not compile.
+	OnEnqueue string `json:"onEnqueue,omitempty"`
 }
 
 // TopicUpdate raises partitions or changes retention or latency class; zero fields are kept.
@@ -19,6 +22,9 @@ type TopicUpdate struct {
 	Partitions   int    `json:"partitions,omitempty"`
 	Retention    string `json:"retention,omitempty"`
 	LatencyClass string `json:"latencyClass,omitempty"`
+	OnEnqueue    string `json:"onEnqueue,omitempty"` // a new onEnqueue hook
+	// RemoveOnEnqueue removes the topic's hook (OnEnqueue must then be empty).
+	RemoveOnEnqueue bool `json:"-"`
 }
 
 // TopicStats are retained messages, leased messages, live consumers and groups of a topic.
@@ -40,6 +46,7 @@ type Topic struct {
 	Status       string      `json:"status"`
 	CreatedAt    time.Time   `json:"createdAt"`
 	Stats        *TopicStats `json:"stats,omitempty"`
+	OnEnqueue    string      `json:"onEnqueue,omitempty"` // the topic's Lua hook, when it has one
 }
 
 // OutgoingMessage is one message to publish; Data is any JSON-encodable value.
@@ -48,6 +55,10 @@ type OutgoingMessage struct {
 	Key            string            `json:"key,omitempty"`
 	Headers        map[string]string `json:"headers,omitempty"`
 	IdempotencyKey string            `json:"idempotencyKey,omitempty"`
+	// FairnessKey is what a fair group schedules the message by (nil: none; "" is a key).
+	FairnessKey *string `json:"fairnessKey,omitempty"`
+	// ThrottleKeys (up to 8) must each have a token before a fair group delivers the message.
+	ThrottleKeys []string `json:"throttleKeys,omitempty"`
 }
 
 // PublishResult is where a published message was stored, once durable.
@@ -117,6 +128,17 @@ type GroupSettings struct {
 	MaxInFlight    int
 	SessionTimeout time.Duration
 	DeadLetter     *DeadLetterPolicy
+	Push           *PushConfig // make it a push group (nil: push unchanged)
+	PushOff        bool        // turn push off
+	RotateSecret   bool        // a new signing secret (in PushSecret of the answer, once)
+	// Fairness makes the group fair (&Fairness{} takes the defaults); nil keeps it as it is.
+	Fairness *Fairness
+	// FairnessOff turns fairness off (the group delivers in offset order again).
+	FairnessOff bool
+	// OnFailure is the group's Lua hook (function on_failure(msg)); nil keeps it.
+	OnFailure *string
+	// RemoveOnFailure removes the group's hook.
+	RemoveOnFailure bool
 }
 
 // Group is a consumer group: members, partition owners, committed offsets, lag and settings.
@@ -129,6 +151,8 @@ type Group struct {
 	Members      []Member         `json:"members"`
 	Config       map[string]any   `json:"config"`
 	DeadLetters  int64            `json:"deadLetters"`
+	// PushSecret is the push signing secret: only from the Configure call that made it.
+	PushSecret string `json:"pushSecret,omitempty"`
 }
 
 // Lag is the messages not yet done over every partition.
@@ -175,6 +199,8 @@ type DeadLetter struct {
 	Attempts         int               `json:"attempts"`
 	FirstDeliveredAt time.Time         `json:"firstDeliveredAt"`
 	DeadAt           time.Time         `json:"deadAt"`
+	FairnessKey      *string           `json:"fairnessKey,omitempty"`
+	ThrottleKeys     []string          `json:"throttleKeys,omitempty"`
 }
 
 // DeadLetterPage is dead letters oldest first, the queue's depth and the next page's cursor.

@@ -29,10 +29,19 @@ func (s *Topics) Describe(ctx context.Context, name string) (*Topic, error) {
 	return orNil(out, err)
 }
 
-// Update raises the partition count or changes retention or latency class.
+// Update raises the partition count or changes retention or latency class, sets the onEnqueue
+// hook or removes it (RemoveOnEnqueue).
 func (s *Topics) Update(ctx context.Context, name string, update TopicUpdate) (*Topic, error) {
 	out := &Topic{}
-	c := call{method: "PATCH", path: escapePath("topics", name), body: update, idempotent: true}
+	var body any = update
+	if update.RemoveOnEnqueue {
+		body = map[string]any{
+			"partitions": omitZero(update.Partitions), "retention": omitEmpty(update.Retention),
+			"latencyClass": omitEmpty(update.LatencyClass), "onEnqueue": nil,
+		}
+		body = withoutAbsent(body.(map[string]any))
+	}
+	c := call{method: "PATCH", path: escapePath("topics", name), body: body, idempotent: true}
 	return orNil(out, s.t.do(ctx, c, out))
 }
 
@@ -42,6 +51,31 @@ func (s *Topics) Delete(ctx context.Context, name string) (*Topic, error) {
 	// Not retried after a lost answer: the repeat would report the deleted topic as missing.
 	err := s.t.do(ctx, call{method: "DELETE", path: escapePath("topics", name)}, out)
 	return orNil(out, err)
+}
+
+type absent struct{}
+
+func omitZero(n int) any {
+	if n == 0 {
+		return absent{}
+	}
+	return n
+}
+
+func omitEmpty(s string) any {
+	if s == "" {
+		return absent{}
+	}
+	return s
+}
+
+func withoutAbsent(m map[string]any) map[string]any {
+	for k, v := range m {
+		if _, gone := v.(absent); gone {
+			delete(m, k)
+		}
+	}
+	return m
 }
 
 func orNil[T any](value *T, err error) (*T, error) {

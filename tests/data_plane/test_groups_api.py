@@ -132,6 +132,7 @@ def test_configure_list_describe_and_delete(
         "maxInFlight": 10,
         "sessionTimeout": "30s",
         "deadLetter": {"maxRetries": 3, "retryDelay": "2s", "alertThreshold": 50},
+        "push": None,  # not a push group
     }
     assert view["partitions"] == [
         {"id": 0, "consumer": None, "offset": 0, "lag": 0},

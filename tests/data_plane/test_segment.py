@@ -22,6 +22,7 @@ from data_plane.write.segment import (
     BlockRef,
     Message,
     NeedMoreBytes,
+    Schedule,
     SegmentBuilder,
     SegmentCorrupt,
     decode_block,
@@ -32,6 +33,13 @@ from data_plane.write.segment import (
 
 Blocks = Mapping[tuple[str, int], Sequence[Message]]
 
+# A schedule is never empty: a message without one has None (what the decoder gives back).
+schedules_st = st.builds(
+    Schedule,
+    fairness_key=st.none() | st.text(max_size=20),
+    weight=st.integers(0, 2**32 - 1),
+    throttle_keys=st.lists(st.text(max_size=12), max_size=8).map(tuple),
+).filter(lambda s: s.fairness_key is not None or s.weight or s.throttle_keys)
 messages_st = st.builds(
     Message,
     key=st.none() | st.binary(max_size=40),
@@ -39,6 +47,8 @@ messages_st = st.builds(
     value=st.binary(max_size=300),
     timestamp_ms=st.integers(-(2**63), 2**63 - 1),
     encoding=st.sampled_from([0, 0, 0, 1, 2]),  # mostly REST's; a Kafka client's now and then
+    # mostly none (REST and Kafka publishes without scheduling), a fair group's now and then
+    schedule=st.none() | st.none() | schedules_st,
 )
 block_keys_st = st.tuples(st.text(max_size=16), st.integers(0, 2**32 - 1))
 segments_st = st.dictionaries(
@@ -331,3 +341,52 @@ def test_rest_only_blocks_keep_format_1_and_kafka_encodings_use_format_2() -> No
     assert mixed[HEADER_SIZE + 4] == 2
     assert decode_segment(mixed)[("t", 0)] == kafka
     assert [m.encoding for m in decode_segment(plain)[("t", 0)]] == [0]
+
+
+def test_scheduled_messages_use_format_3_and_other_blocks_keep_their_bytes() -> None:
+    rest = [Message(b"k", {"h": "v"}, b'{"a":1}', 5)]
+    fair = [
+        *rest,
+        Message(None, {}, b"2", 6, schedule=Schedule("tenant-a", 0, ("api", "eu"))),
+        Message(None, {"x": "y"}, b"3", 7, 1, Schedule(None, 3)),
+        Message(None, {}, b"4", 8, schedule=Schedule("", 0, ())),
+    ]
+    before, _ = encode_segment({("t", 0): rest})
+    together, _ = encode_segment({("t", 0): rest, ("t", 1): fair})
+    assert together[HEADER_SIZE + 4] == 1, "the block without schedules is format 1, as before"
+    assert before[: HEADER_SIZE + 40] == together[: HEADER_SIZE + 40]
+    decoded = decode_segment(together)
+    assert decoded[("t", 1)] == fair
+    assert decoded[("t", 1)][3].schedule == Schedule("", 0, ())  # the key "" is a key
+    assert decoded[("t", 0)][0].schedule is None
+
+
+# A segment with one format-2 block, as the codec wrote it before schedules existed.
+BEFORE_SCHEDULES = bytes.fromhex(
+    "51435347010000002ba19f790200010000000000020000003c000000330000007428b52ffd203c5501"
+    "00c80500060001000000ffffffff0000016b31224141453d22687607002000c80316370dac580e061e"
+    "00160100000001000000000008000000000000004c0000000200000005000000000000000600000000"
+    "0000007454000000000000002b000000d14c07230100000078c3076351435347"
+)
+
+
+def test_a_segment_written_before_format_3_still_reads() -> None:
+    assert decode_segment(BEFORE_SCHEDULES) == {
+        ("t", 0): [Message(b"k", {"h": "v"}, b"1", 5), Message(None, {}, b'"AAE="', 6, 1)]
+    }
+    assert encode_segment(decode_segment(BEFORE_SCHEDULES))[0] == BEFORE_SCHEDULES
+
+
+@given(st.lists(messages_st, min_size=1, max_size=8), st.data())
+def test_a_corrupt_scheduling_column_is_detected(
+    messages: list[Message], data: st.DataObject
+) -> None:
+    blocks = {("t", 0): [*messages, Message(None, {}, b"1", 0, schedule=Schedule("k", 1, ("a",)))]}
+    encoded, refs = encode_segment(blocks)
+    position = data.draw(st.integers(HEADER_SIZE, refs[0].offset + refs[0].length - 1))
+    with pytest.raises(SegmentCorrupt):
+        decode_block(
+            flipped(encoded, position, data.draw(st.integers(1, 255)))[
+                refs[0].offset : refs[0].offset + refs[0].length
+            ]
+        )

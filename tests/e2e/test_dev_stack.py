@@ -143,9 +143,19 @@ def test_dev_stack_lifecycle(tmp_path: Path) -> None:
         assert "already running" in second.stderr and str(data_dir) in second.stderr
         assert http_status(f"http://127.0.0.1:{ports.http}/readyz") == 200
 
+        # The pusher runs, with a secrets key made once and kept for the next start.
+        pusher_log = data_dir / "logs" / "pusher.log"
+        wait_for(
+            lambda: pusher_log.exists() and "pusher_started" in pusher_log.read_text(),
+            60,
+            "the dev pusher",
+        )
+        key = (data_dir / "secrets.key").read_text()
+        assert len(key) >= 32 and (data_dir / "secrets.key").stat().st_mode & 0o077 == 0
+
         # kill -9 the launcher: its children die with it, and a new launcher starts cleanly.
         children = descendants(first.pid)
-        assert len(children) >= 6
+        assert len(children) >= 7
         first.send_signal(signal.SIGKILL)
         first.wait(10)
     finally:
@@ -159,6 +169,7 @@ def test_dev_stack_lifecycle(tmp_path: Path) -> None:
             time.sleep(0.2)
         assert not alive(children), f"left behind after kill -9: {[p.pid for p in alive(children)]}"
         assert read_marker(ports, "before-crash") == (True, b"before-crash", b"before-crash")
+        assert (data_dir / "secrets.key").read_text() == key  # sealed push secrets still open
         celery_round_trip(ports)
 
         # SIGTERM stops every child and exits 0.

@@ -266,7 +266,7 @@ def test_every_reference_resolves_and_every_role_command_parses(
         for volume in doc.get("spec", {}).get("template", {}).get("spec", {}).get("volumes", []):
             if "configMap" in volume:
                 assert ("ConfigMap", volume["configMap"]["name"]) in present
-    assert roles == {"serve", "worker", "beat", "migrate"}
+    assert roles == {"serve", "worker", "beat", "pusher", "migrate"}
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -336,7 +336,13 @@ def test_compose_migrates_once_before_the_roles_and_runs_one_beat() -> None:
     roles = {n: s for n, s in services.items() if str(s.get("image", "")).startswith("queuecore")}
 
     assert {"postgres", "minio", "redis", "greptimedb"} <= set(services)
-    assert {s["command"][0] for s in roles.values()} == {"migrate", "serve", "worker", "beat"}
+    assert {s["command"][0] for s in roles.values()} == {
+        "migrate",
+        "serve",
+        "worker",
+        "beat",
+        "pusher",
+    }
     assert roles["migrate"]["restart"] == "no"
     for name, service in roles.items():
         build_parser().parse_args(service["command"])
@@ -401,7 +407,12 @@ def test_the_docs_say_where_the_overlay_names_the_image_to_replace() -> None:
 def test_compose_has_no_default_secrets_and_says_which_is_missing() -> None:
     text = (DEPLOY / "compose.yaml").read_text()
 
-    for secret in ("POSTGRES_PASSWORD", "MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD"):
+    for secret in (
+        "POSTGRES_PASSWORD",
+        "MINIO_ROOT_USER",
+        "MINIO_ROOT_PASSWORD",
+        "QUEUECORE_SECRETS_KEY",
+    ):
         uses = re.findall(rf"\$\{{{secret}(:?[-?])([^}}]*)\}}", text)
         assert uses, secret
         assert all(op == ":?" and secret in message for op, message in uses), (secret, uses)

@@ -14,7 +14,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from queuecore import AsyncConsumer, AsyncMessage, AsyncQueueCore, DeadLetterPolicy, QueueCoreError
+from queuecore import (
+    UNSET,
+    AsyncConsumer,
+    AsyncMessage,
+    AsyncQueueCore,
+    DeadLetterPolicy,
+    Fairness,
+    PushConfig,
+    QueueCoreError,
+    verify_push,
+)
 
 SCENARIOS = Path(__file__).parents[2] / "sdk" / "conformance" / "scenarios.json"
 INVALID_KEY = "pq_live_sk_" + "0" * 32
@@ -189,15 +199,33 @@ def _number(value: Any) -> bool:
 
 async def _publish(pq: AsyncQueueCore, a: dict[str, Any]) -> Any:
     return await pq.publish(
-        a["topic"], a["data"], key=a.get("key"), idempotency_key=a.get("idempotencyKey")
+        a["topic"],
+        a["data"],
+        key=a.get("key"),
+        idempotency_key=a.get("idempotencyKey"),
+        fairness_key=a.get("fairnessKey"),
+        throttle_keys=a.get("throttleKeys"),
     )
 
 
 async def _publish_batch(pq: AsyncQueueCore, a: dict[str, Any]) -> Any:
     from queuecore import OutgoingMessage
 
-    items = [OutgoingMessage(m["data"], key=m.get("key")) for m in a["messages"]]
+    items = [
+        OutgoingMessage(
+            m["data"],
+            key=m.get("key"),
+            fairness_key=m.get("fairnessKey"),
+            throttle_keys=m.get("throttleKeys"),
+        )
+        for m in a["messages"]
+    ]
     return await pq.publish_batch(a["topic"], items)
+
+
+async def _deleted(done: Any) -> dict[str, bool]:
+    await done
+    return {"deleted": True}
 
 
 async def _replayed(count: Any) -> dict[str, int]:
@@ -229,6 +257,8 @@ async def _settle(message: AsyncMessage, action: str, error: str | None) -> dict
         "key": message.key,
         "attempt": message.attempt,
     }
+    if message.fairness_key is not None:
+        entry["fairnessKey"] = message.fairness_key
     if action == "ack":
         await message.ack()
     elif action == "nack":
@@ -357,6 +387,44 @@ def _policy(dead: dict[str, Any] | None) -> DeadLetterPolicy | None:
     )
 
 
+async def _configure(pq: AsyncQueueCore, a: dict[str, Any]) -> Any:
+    options: dict[str, Any] = {
+        "start_from": a.get("startFrom"),
+        "dead_letter": _policy(a.get("deadLetter")),
+        "rotate_secret": a.get("rotateSecret", False),
+        "on_failure": a.get("onFailure", UNSET),
+    }
+    if "push" in a:
+        push = a["push"]
+        options["push"] = None if push is None else _push_config(push)
+    fairness = a.get("fairness", UNSET)
+    if isinstance(fairness, dict):
+        fairness = Fairness(
+            fairness.get("weights", {}),
+            fairness.get("defaultWeight", 1),
+            fairness.get("quantum", 1),
+        )
+    options["fairness"] = fairness
+    group = await pq.consumer_groups.configure(a["topic"], a["group"], **options)
+    return {**to_json(group), "config": group.raw_config}
+
+
+def _push_config(push: dict[str, Any]) -> PushConfig:
+    return PushConfig(
+        push["endpoint"],
+        max_in_flight=push.get("maxInFlight", 10),
+        timeout=push.get("timeout", "30s"),
+        ordered=push.get("ordered", False),
+    )
+
+
+async def _verify(_: AsyncQueueCore, a: dict[str, Any]) -> dict[str, Any]:
+    message = verify_push(
+        a["secret"], a["headers"], a["body"], tolerance=a.get("toleranceS", 300), now=a["now"]
+    )
+    return {k: v for k, v in to_json(message).items() if k != "timestamp"}
+
+
 OPS: dict[str, Any] = {
     "publishConcurrently": _publish_concurrently,
     "consumeAcking": _consume_acking,
@@ -367,6 +435,7 @@ OPS: dict[str, Any] = {
         partitions=a.get("partitions"),
         retention=a.get("retention"),
         delivery=a.get("delivery"),
+        on_enqueue=a.get("onEnqueue"),
     ),
     "topics.list": lambda pq, a: pq.topics.list(),
     "topics.describe": lambda pq, a: pq.topics.describe(a["name"]),
@@ -376,7 +445,9 @@ OPS: dict[str, Any] = {
     "consume": _consume,
     "dlq.inspect": lambda pq, a: pq.dlq.inspect(a["topic"], a["group"], limit=a.get("limit", 100)),
     "dlq.replay": lambda pq, a: _replayed(pq.dlq.replay(a["topic"], a["group"], a["messageId"])),
-    "dlq.replayAll": lambda pq, a: _replayed(pq.dlq.replay_all(a["topic"], a["group"])),
+    "dlq.replayAll": lambda pq, a: _replayed(
+        pq.dlq.replay_all(a["topic"], a["group"], count=a.get("count"))
+    ),
     "offsets.get": lambda pq, a: pq.offsets.get(a["topic"], a["group"], a["partition"]),
     "offsets.seek": lambda pq, a: pq.offsets.seek(
         a["topic"], a["group"], a["partition"], a["offset"]
@@ -385,6 +456,14 @@ OPS: dict[str, Any] = {
     "groups.list": lambda pq, a: pq.consumer_groups.list(a["topic"]),
     "groups.describe": lambda pq, a: pq.consumer_groups.describe(a["topic"], a["group"]),
     "groups.reset": lambda pq, a: pq.consumer_groups.reset_offsets(a["topic"], a["group"], a["to"]),
+    "groups.configure": _configure,
+    "groups.testPush": lambda pq, a: pq.consumer_groups.test_push(a["topic"], a["group"]),
+    "push.verify": _verify,
+    "groups.stats": lambda pq, a: pq.consumer_groups.stats(a["topic"], a["group"]),
+    "config.set": lambda pq, a: pq.config.set(a["key"], a["value"]),
+    "config.get": lambda pq, a: pq.config.get(a["key"]),
+    "config.list": lambda pq, a: pq.config.list(a.get("prefix", "")),
+    "config.delete": lambda pq, a: _deleted(pq.config.delete(a["key"])),
 }
 
 

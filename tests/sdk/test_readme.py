@@ -39,3 +39,5 @@ def test_every_python_example_of_the_readme_runs(
     assert "connected" in output
     assert "ada@example.com 1" in output  # the synchronous consumer's first delivery
     assert "TOPIC_NOT_FOUND 404 req_" in output
+    assert "push.test payments 1 {'test': True" in output  # the handler verified the test push
+    assert "test push delivered: True 204" in output

@@ -69,6 +69,8 @@ class Services:
             "QUEUECORE_WEBHOOK_RETRY_BASE_MS": "500",
             # A test's server stops at once on SIGTERM; the drain itself is tested with its own value.
             "QUEUECORE_SHUTDOWN_DRAIN_S": "0",
+            # Push signing secrets are sealed with it (core.sealed), as in production.
+            "QUEUECORE_SECRETS_KEY": "test-secrets-key-0123456789abcdefghij",
         }
         if self.s3_endpoint:
             env["QUEUECORE_S3_ENDPOINT_URL"] = self.s3_endpoint

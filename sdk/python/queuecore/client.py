@@ -5,14 +5,19 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, Union
 
 from queuecore._http import Transport
 from queuecore._publisher import Publisher
 from queuecore.consumer import AsyncConsumer, GroupSettings
 from queuecore.errors import PublishOutcomeUnknown, QueueCoreError
-from queuecore.groups import AsyncConsumerGroups, AsyncDeadLetters, AsyncOffsets
+from queuecore.groups import (
+    AsyncConsumerGroups,
+    AsyncDeadLetters,
+    AsyncOffsets,
+    AsyncRuntimeConfig,
+)
 from queuecore.models import (
     BatchResult,
     DeadLetterPolicy,
@@ -79,6 +84,7 @@ class AsyncQueueCore:
         self.offsets = AsyncOffsets(self._transport)
         self.consumer_groups = AsyncConsumerGroups(self._transport, self.offsets)
         self.dlq = AsyncDeadLetters(self._transport)
+        self.config = AsyncRuntimeConfig(self._transport)
         self._publisher = Publisher(
             self._transport, publish_batching or PublishBatching(), self._resolve
         )
@@ -114,14 +120,24 @@ class AsyncQueueCore:
         key: str | None = None,
         headers: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
+        fairness_key: str | None = None,
+        throttle_keys: Sequence[str] | None = None,
     ) -> PublishResult:
-        """Publish one message (any JSON value); answered once it is durable.
+        """Publish one message (any JSON value); answered once it is durable. ``fairness_key``
+        and ``throttle_keys`` are what a fair group schedules it by.
 
         Calls made meanwhile (other tasks, other threads of :class:`QueueCore`) go in the same
         batch request (``publish_batching``); each gets its own result or its own error.
         """
         message = self._outgoing(
-            OutgoingMessage(data, key, dict(headers or {}) or None, idempotency_key)
+            OutgoingMessage(
+                data,
+                key,
+                dict(headers or {}) or None,
+                idempotency_key,
+                fairness_key,
+                None if throttle_keys is None else list(throttle_keys),
+            )
         )
         return await self._publisher.publish(topic, message)
 
@@ -218,6 +234,10 @@ class AsyncQueueCore:
             wire["key"] = message.key
         if message.headers:
             wire["headers"] = dict(message.headers)
+        if message.fairness_key is not None:
+            wire["fairnessKey"] = message.fairness_key
+        if message.throttle_keys is not None:
+            wire["throttleKeys"] = list(message.throttle_keys)
         idempotency_key = message.idempotency_key
         if idempotency_key is None and self.idempotent_publish:
             idempotency_key = new_idempotency_key()

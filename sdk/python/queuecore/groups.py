@@ -9,18 +9,34 @@ from typing import Any, Literal, Union, overload
 from queuecore._http import Transport
 from queuecore.errors import NotFound
 from queuecore.models import (
+    UNSET,
+    ConfigEntry,
     DeadLetter,
     DeadLetterPage,
     DeadLetterPolicy,
     Duration,
+    Fairness,
     Group,
+    GroupStats,
     GroupSummary,
     PartitionOffset,
+    Unset,
     duration_wire,
 )
+from queuecore.push import PushConfig, PushTestResult
 from queuecore.topics import path
 
 ResetTo = Union[Literal["earliest", "latest"], int]
+
+
+class _Keep:
+    """``push=KEEP``: leave a group's push settings as they are."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP = _Keep()
 
 
 def group_path(topic: str, group: str, *rest: str) -> str:
@@ -50,7 +66,9 @@ def merged_config(
         "maxInFlight": max_in_flight,
         "sessionTimeout": None if session_timeout is None else duration_wire(session_timeout),
     }
-    body = {**current, **{k: v for k, v in changes.items() if v is not None}}
+    # What GET shows of push (its secret's hint) is not what PUT takes: left out, push stays.
+    kept = {k: v for k, v in current.items() if k != "push"}
+    body = {**kept, **{k: v for k, v in changes.items() if v is not None}}
     dead = {
         "maxRetries": dead_letter.max_retries,
         "retryDelay": None
@@ -61,6 +79,15 @@ def merged_config(
     known = dict(current.get("deadLetter") or {})
     body["deadLetter"] = {**known, **{k: v for k, v in dead.items() if v is not None}}
     return body
+
+
+def _current_push(current: Mapping[str, Any], topic: str, group: str) -> dict[str, Any]:
+    """The group's push settings as PUT takes them, with a new secret asked for."""
+    push = current.get("push")
+    if not push:
+        raise ValueError(f"{topic}/{group} is not a push group: give push= to rotate its secret")
+    kept = {k: v for k, v in push.items() if k != "secretHint"}
+    return {**kept, "rotateSecret": True}
 
 
 class AsyncConsumerGroups:
@@ -93,8 +120,18 @@ class AsyncConsumerGroups:
         max_in_flight: int | None = None,
         session_timeout: Duration | None = None,
         dead_letter: DeadLetterPolicy | Mapping[str, Any] | None = None,
+        push: PushConfig | _Keep | None = KEEP,
+        rotate_secret: bool = False,
+        fairness: Fairness | Mapping[str, Any] | Unset | None = UNSET,
+        on_failure: str | Unset | None = UNSET,
     ) -> Group:
         """Create or change a group (admin scope); settings not given keep their current value.
+
+        ``push`` makes it a push group (``None`` turns push off); the answer of the call that
+        first turns it on, or that has ``rotate_secret``, carries the signing secret in
+        ``push_secret``, once. ``fairness`` makes it a fair group (a :class:`Fairness`, or a
+        mapping of its fields; ``Fairness()`` takes the defaults) and None turns fairness off;
+        ``on_failure`` is its Lua hook (``function on_failure(msg)``), None removes it.
 
         The API replaces a group's whole configuration, so the SDK reads it first and sends it
         back with your changes; two concurrent ``configure`` calls may overwrite each other.
@@ -108,10 +145,35 @@ class AsyncConsumerGroups:
             session_timeout,
             dead_letter_policy(dead_letter),
         )
+        if not isinstance(push, _Keep):
+            body["push"] = None if push is None else push.wire(rotate_secret)
+        elif rotate_secret:
+            body["push"] = _current_push(current, topic, group)
+        body.pop("fairness", None)  # kept by the server unless given
+        body.pop("onFailure", None)
+        if not isinstance(fairness, Unset):
+            body["fairness"] = fairness_wire(fairness)
+        if not isinstance(on_failure, Unset):
+            body["onFailure"] = on_failure
         answer = await self._transport.request(
             "PUT", group_path(topic, group), json=body, idempotent=True
         )
         return Group.from_wire(answer)
+
+    async def test_push(self, topic: str, group: str) -> PushTestResult:
+        """Send a signed ``push.test`` event to a push group's endpoint now (admin scope): what
+        it answered."""
+        answer = await self._transport.request(
+            "POST", group_path(topic, group, "push", "test"), idempotent=False
+        )
+        return PushTestResult.from_wire(answer)
+
+    async def stats(self, topic: str, group: str) -> GroupStats:
+        """Depth, in flight, consumers; a fair group's keys (pending, deficit, weight); the
+        environment's throttle keys (tokens, rate, burst); its hooks' failures."""
+        return GroupStats.from_wire(
+            await self._transport.request("GET", group_path(topic, group, "stats"), idempotent=True)
+        )
 
     async def delete(self, topic: str, group: str) -> None:
         """Delete a group with its members and committed offsets (admin scope)."""
@@ -219,9 +281,57 @@ class AsyncDeadLetters:
         )
         return int(body["replayed"])
 
-    async def replay_all(self, topic: str, group: str) -> int:
-        """Deliver every dead letter to the group again; returns how many."""
+    async def replay_all(self, topic: str, group: str, *, count: int | None = None) -> int:
+        """Deliver the dead letters to the group again, oldest first: all of them, or at most
+        ``count``; returns how many."""
         body = await self._transport.request(
-            "POST", group_path(topic, group, "dlq", "replay"), idempotent=False
+            "POST",
+            group_path(topic, group, "dlq", "replay"),
+            json=None if count is None else {"count": count},
+            idempotent=False,
         )
         return int(body["replayed"])
+
+
+def fairness_wire(fairness: Fairness | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The API's JSON of a group's fairness (None: off)."""
+    if fairness is None:
+        return None
+    if isinstance(fairness, Fairness):
+        return fairness.wire()
+    return Fairness(
+        dict(fairness.get("weights") or {}),
+        fairness.get("default_weight", 1),
+        fairness.get("quantum", 1),
+    ).wire()
+
+
+class AsyncRuntimeConfig:
+    """The environment's runtime configuration: keys and values (writes need the admin scope),
+    e.g. ``throttle.<key>.rate`` and ``throttle.<key>.burst``."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+
+    async def set(self, key: str, value: str) -> ConfigEntry:
+        """Set ``key`` (created or replaced)."""
+        body = await self._transport.request(
+            "PUT", path("config", key), json={"value": value}, idempotent=True
+        )
+        return ConfigEntry(body["key"], body["value"])
+
+    async def get(self, key: str) -> ConfigEntry:
+        """The entry; :class:`NotFound` (``CONFIG_KEY_NOT_FOUND``) when it is not set."""
+        body = await self._transport.request("GET", path("config", key), idempotent=True)
+        return ConfigEntry(body["key"], body["value"])
+
+    async def list(self, prefix: str = "") -> builtins.list[ConfigEntry]:
+        """The entries whose key starts with ``prefix``, by key."""
+        body = await self._transport.request(
+            "GET", path("config"), params={"prefix": prefix or None}, idempotent=True
+        )
+        return [ConfigEntry(e["key"], e["value"]) for e in body["entries"]]
+
+    async def delete(self, key: str) -> None:
+        """Remove ``key``; :class:`NotFound` when it is not set."""
+        await self._transport.request("DELETE", path("config", key), idempotent=False)

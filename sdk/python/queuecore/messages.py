@@ -80,6 +80,9 @@ class AsyncMessage:
     _arrived: float = field(default=0.0, repr=False)  # time.monotonic()
     _deadline: float = field(default=0.0, repr=False)  # when its lease ends, as far as we know
     _lost: bool = field(default=False, repr=False)  # its lease ended: never sent an ack
+    #: its fairness key and throttle keys, when it has them (fair groups schedule by them)
+    fairness_key: str | None = None
+    throttle_keys: list[str] | None = None
 
     @classmethod
     def from_wire(
@@ -100,6 +103,8 @@ class AsyncMessage:
             consumer,
             member_id,
             encoding=body.get("encoding"),
+            fairness_key=body.get("fairnessKey"),
+            throttle_keys=body.get("throttleKeys"),
         )
 
     @property

@@ -30,6 +30,16 @@ def _maybe_time(text: str | None) -> datetime | None:
     return None if text is None else parse_time(text)
 
 
+class Unset:
+    """The type of :data:`UNSET`: an argument not given (None may mean "remove")."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = Unset()
+
+
 @dataclass(frozen=True)
 class OutgoingMessage:
     """One message of :meth:`QueueCore.publish_batch` with a key, headers or idempotency key.
@@ -42,6 +52,10 @@ class OutgoingMessage:
     key: str | None = None
     headers: dict[str, str] | None = None
     idempotency_key: str | None = None
+    #: a fair group's scheduling key (``""`` is a key); set by the topic's onEnqueue hook if None
+    fairness_key: str | None = None
+    #: up to 8 throttle keys: in a fair group, each must have a token for delivery
+    throttle_keys: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,7 @@ class Topic:
     status: str
     created_at: datetime
     stats: TopicStats | None = None
+    on_enqueue: str | None = None  # the topic's Lua hook, when it has one
 
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> Topic:
@@ -86,6 +101,7 @@ class Topic:
             else TopicStats(
                 stats["depth"], stats["inFlight"], stats["activeConsumers"], stats["consumerGroups"]
             ),
+            on_enqueue=body.get("onEnqueue"),
         )
 
 
@@ -184,14 +200,105 @@ class DeadLetterPolicy:
 
 
 @dataclass(frozen=True)
+class PushSettings:
+    """Where a push group's messages go, as the API reports it (the secret only as a hint)."""
+
+    endpoint: str
+    max_in_flight: int
+    timeout: str
+    ordered: bool
+    secret_hint: str
+
+
+@dataclass(frozen=True)
 class GroupConfig:
-    """A group's settings as the API reports them."""
+    """A group's settings as the API reports them; ``push`` for a push group."""
 
     start_from: str
     ack_timeout: str
     max_in_flight: int
     session_timeout: str
     dead_letter: DeadLetterPolicy
+    push: PushSettings | None = None
+    fairness: Fairness | None = None  # set when the group is fair
+    on_failure: str | None = None  # the group's Lua hook, when it has one
+
+
+@dataclass(frozen=True)
+class Fairness:
+    """A fair group's deficit round robin: weights per fairness key (1-1000), the weight of
+    other keys, and the quantum (each turn adds ``quantum * weight`` messages)."""
+
+    weights: dict[str, int] = field(default_factory=dict)
+    default_weight: int = 1
+    quantum: int = 1
+
+    def wire(self) -> dict[str, Any]:
+        """The API's JSON."""
+        return {
+            "weights": dict(self.weights),
+            "defaultWeight": self.default_weight,
+            "quantum": self.quantum,
+        }
+
+
+@dataclass(frozen=True)
+class KeyStats:
+    """A fairness key of a fair group: pending messages (in its look-ahead windows), deficit, weight."""
+
+    key: str
+    pending: int
+    deficit: int
+    weight: int
+
+
+@dataclass(frozen=True)
+class ThrottleStats:
+    """A throttle key's token bucket: tokens now, refill rate per second, capacity."""
+
+    key: str
+    tokens: float
+    rate_per_second: float
+    burst: float
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """A group's depth, in flight, consumers, fairness keys, throttle keys and hook failures."""
+
+    depth: int
+    in_flight: int
+    active_consumers: int
+    active_fairness_keys: int
+    quantum: int
+    per_key: list[KeyStats]
+    per_throttle: list[ThrottleStats]
+    hook_errors: int
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> GroupStats:
+        """Build from the API's JSON."""
+        return cls(
+            body["depth"],
+            body["inFlight"],
+            body["activeConsumers"],
+            body["activeFairnessKeys"],
+            body["quantum"],
+            [KeyStats(k["key"], k["pending"], k["deficit"], k["weight"]) for k in body["perKey"]],
+            [
+                ThrottleStats(t["key"], t["tokens"], t["ratePerSecond"], t["burst"])
+                for t in body["perThrottle"]
+            ],
+            body["hookErrors"],
+        )
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """A key of the environment's runtime configuration and its value."""
+
+    key: str
+    value: str
 
 
 @dataclass(frozen=True)
@@ -207,6 +314,8 @@ class Group:
     config: GroupConfig
     dead_letters: int  # the depth of its dead-letter queue
     raw_config: dict[str, Any] = field(repr=False, default_factory=dict)
+    # The push signing secret: only from the configure call that made it (keep it then).
+    push_secret: str | None = field(repr=False, default=None)
 
     @property
     def lag(self) -> int:
@@ -232,6 +341,7 @@ class Group:
             config=_group_config(body["config"]),
             dead_letters=body["deadLetters"],
             raw_config=body["config"],
+            push_secret=body.get("pushSecret"),
         )
 
 
@@ -245,7 +355,24 @@ def _group_config(config: dict[str, Any]) -> GroupConfig:
         dead_letter=DeadLetterPolicy(
             dead.get("maxRetries"), dead.get("retryDelay"), dead.get("alertThreshold")
         ),
+        push=_push_settings(config.get("push")),
+        fairness=_fairness(config.get("fairness")),
+        on_failure=config.get("onFailure"),
     )
+
+
+def _push_settings(push: dict[str, Any] | None) -> PushSettings | None:
+    if push is None:
+        return None
+    return PushSettings(
+        push["endpoint"], push["maxInFlight"], push["timeout"], push["ordered"], push["secretHint"]
+    )
+
+
+def _fairness(body: dict[str, Any] | None) -> Fairness | None:
+    if body is None:
+        return None
+    return Fairness(dict(body["weights"]), body["defaultWeight"], body["quantum"])
 
 
 @dataclass(frozen=True)
@@ -280,6 +407,8 @@ class DeadLetter:
     attempts: int
     first_delivered_at: datetime
     dead_at: datetime
+    fairness_key: str | None = None
+    throttle_keys: list[str] | None = None
 
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> DeadLetter:
@@ -297,6 +426,8 @@ class DeadLetter:
             attempts=body["attempts"],
             first_delivered_at=parse_time(body["firstDeliveredAt"]),
             dead_at=parse_time(body["deadAt"]),
+            fairness_key=body.get("fairnessKey"),
+            throttle_keys=body.get("throttleKeys"),
         )
 
 

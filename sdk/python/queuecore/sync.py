@@ -12,7 +12,7 @@ import asyncio
 import builtins
 import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import datetime
 from typing import Any, Callable, Literal, TypeVar, overload
@@ -25,25 +25,34 @@ from queuecore.client import (
 )
 from queuecore.consumer import AsyncConsumer, AsyncMessage, Callback, Membership
 from queuecore.groups import (
+    KEEP,
     AsyncConsumerGroups,
     AsyncDeadLetters,
     AsyncOffsets,
+    AsyncRuntimeConfig,
     ResetTo,
+    _Keep,
 )
 from queuecore.models import (
+    UNSET,
     BatchResult,
+    ConfigEntry,
     DeadLetter,
     DeadLetterPage,
     Duration,
+    Fairness,
     FlowControl,
     Group,
+    GroupStats,
     GroupSummary,
     OutgoingMessage,
     PartitionOffset,
     PublishBatching,
     PublishResult,
     Topic,
+    Unset,
 )
+from queuecore.push import PushConfig, PushTestResult
 from queuecore.topics import AsyncTopics
 
 T = TypeVar("T")
@@ -102,6 +111,10 @@ class Message:
     headers = property(lambda self: self._inner.headers, doc="Its headers.")
     attempt = property(lambda self: self._inner.attempt, doc="1 on first delivery.")
     ack_id = property(lambda self: self._inner.ack_id, doc="The lease's id.")
+    fairness_key = property(lambda self: self._inner.fairness_key, doc="Its fairness key, if any.")
+    throttle_keys = property(
+        lambda self: self._inner.throttle_keys, doc="Its throttle keys, if any."
+    )
     settled = property(lambda self: self._inner.settled, doc="Acked or nacked here.")
 
     @property
@@ -247,6 +260,7 @@ class Topics:
         delivery: str | None = None,
         partitions: int | None = None,
         latency_class: str | None = None,
+        on_enqueue: str | None = None,
     ) -> Topic:
         """Create a topic; :class:`Conflict` (``TOPIC_EXISTS``) when the name is taken."""
         made = self._inner.create(
@@ -255,6 +269,7 @@ class Topics:
             delivery=delivery,
             partitions=partitions,
             latency_class=latency_class,
+            on_enqueue=on_enqueue,
         )
         return self._loop.run(made)
 
@@ -273,10 +288,16 @@ class Topics:
         partitions: int | None = None,
         retention: str | None = None,
         latency_class: str | None = None,
+        on_enqueue: str | Unset | None = UNSET,
     ) -> Topic:
-        """Raise the partition count, change retention or latency class."""
+        """Raise the partition count, change retention or latency class, set or remove the
+        ``on_enqueue`` hook."""
         changed = self._inner.update(
-            name, partitions=partitions, retention=retention, latency_class=latency_class
+            name,
+            partitions=partitions,
+            retention=retention,
+            latency_class=latency_class,
+            on_enqueue=on_enqueue,
         )
         return self._loop.run(changed)
 
@@ -338,8 +359,15 @@ class ConsumerGroups:
         max_in_flight: int | None = None,
         session_timeout: Duration | None = None,
         dead_letter: DeadLetterSettings | None = None,
+        push: PushConfig | _Keep | None = KEEP,
+        rotate_secret: bool = False,
+        fairness: Fairness | Mapping[str, Any] | Unset | None = UNSET,
+        on_failure: str | Unset | None = UNSET,
     ) -> Group:
-        """Create or change a group (admin scope); settings not given keep their current value."""
+        """Create or change a group (admin scope); settings not given keep their current value.
+
+        ``push`` makes it a push group (``None``: push off); ``push_secret`` of the answer that
+        first turns it on, or rotates, holds the signing secret, once."""
         change = self._inner.configure(
             topic,
             group,
@@ -348,8 +376,20 @@ class ConsumerGroups:
             max_in_flight=max_in_flight,
             session_timeout=session_timeout,
             dead_letter=dead_letter,
+            push=push,
+            rotate_secret=rotate_secret,
+            fairness=fairness,
+            on_failure=on_failure,
         )
         return self._loop.run(change)
+
+    def test_push(self, topic: str, group: str) -> PushTestResult:
+        """Send a signed ``push.test`` event to a push group's endpoint now: what it answered."""
+        return self._loop.run(self._inner.test_push(topic, group))
+
+    def stats(self, topic: str, group: str) -> GroupStats:
+        """Depth, in flight, consumers, fairness keys, throttle keys, hook failures."""
+        return self._loop.run(self._inner.stats(topic, group))
 
     def delete(self, topic: str, group: str) -> None:
         """Delete a group with its members and committed offsets (admin scope)."""
@@ -386,9 +426,32 @@ class DeadLetters:
         """Deliver one dead letter to the group again, as attempt 1; returns 1."""
         return self._loop.run(self._inner.replay(topic, group, message_id))
 
-    def replay_all(self, topic: str, group: str) -> int:
-        """Deliver every dead letter to the group again; returns how many."""
-        return self._loop.run(self._inner.replay_all(topic, group))
+    def replay_all(self, topic: str, group: str, *, count: int | None = None) -> int:
+        """Deliver the dead letters again, oldest first: all, or at most ``count``."""
+        return self._loop.run(self._inner.replay_all(topic, group, count=count))
+
+
+class RuntimeConfig:
+    """The environment's runtime configuration (see :class:`AsyncRuntimeConfig`)."""
+
+    def __init__(self, inner: AsyncRuntimeConfig, loop: _LoopThread) -> None:
+        self._inner, self._loop = inner, loop
+
+    def set(self, key: str, value: str) -> ConfigEntry:
+        """Set ``key`` (created or replaced)."""
+        return self._loop.run(self._inner.set(key, value))
+
+    def get(self, key: str) -> ConfigEntry:
+        """The entry; :class:`NotFound` when it is not set."""
+        return self._loop.run(self._inner.get(key))
+
+    def list(self, prefix: str = "") -> builtins.list[ConfigEntry]:
+        """The entries whose key starts with ``prefix``, by key."""
+        return self._loop.run(self._inner.list(prefix))
+
+    def delete(self, key: str) -> None:
+        """Remove ``key``; :class:`NotFound` when it is not set."""
+        self._loop.run(self._inner.delete(key))
 
 
 class QueueCore:
@@ -419,6 +482,7 @@ class QueueCore:
         self.offsets = Offsets(self._async.offsets, self._loop)
         self.consumer_groups = ConsumerGroups(self._async.consumer_groups, self._loop)
         self.dlq = DeadLetters(self._async.dlq, self._loop)
+        self.config = RuntimeConfig(self._async.config, self._loop)
 
     def __repr__(self) -> str:
         return repr(self._async).replace("AsyncQueueCore", "QueueCore", 1)
@@ -456,12 +520,20 @@ class QueueCore:
         key: str | None = None,
         headers: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
+        fairness_key: str | None = None,
+        throttle_keys: Sequence[str] | None = None,
     ) -> PublishResult:
         """Publish one message (any JSON value); answered once it is durable.
 
         Calls made meanwhile from other threads go in the same batch request."""
         return self.publish_nowait(
-            topic, data, key=key, headers=headers, idempotency_key=idempotency_key
+            topic,
+            data,
+            key=key,
+            headers=headers,
+            idempotency_key=idempotency_key,
+            fairness_key=fairness_key,
+            throttle_keys=throttle_keys,
         ).result()
 
     def publish_nowait(
@@ -472,12 +544,20 @@ class QueueCore:
         key: str | None = None,
         headers: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
+        fairness_key: str | None = None,
+        throttle_keys: Sequence[str] | None = None,
     ) -> Future[PublishResult]:
         """Publish without waiting: a future of the :class:`PublishResult` (or of the error).
 
         Messages published this way from one thread are batched together too."""
         sent = self._async.publish(
-            topic, data, key=key, headers=headers, idempotency_key=idempotency_key
+            topic,
+            data,
+            key=key,
+            headers=headers,
+            idempotency_key=idempotency_key,
+            fairness_key=fairness_key,
+            throttle_keys=throttle_keys,
         )
         return self._loop.submit(sent)
 

@@ -6,7 +6,7 @@ import builtins
 from urllib.parse import quote
 
 from queuecore._http import Transport
-from queuecore.models import Topic
+from queuecore.models import UNSET, Topic, Unset
 
 
 def path(*segments: str) -> str:
@@ -28,14 +28,20 @@ class AsyncTopics:
         delivery: str | None = None,
         partitions: int | None = None,
         latency_class: str | None = None,
+        on_enqueue: str | None = None,
     ) -> Topic:
-        """Create a topic; :class:`Conflict` (``TOPIC_EXISTS``) when the name is taken."""
+        """Create a topic; :class:`Conflict` (``TOPIC_EXISTS``) when the name is taken.
+
+        ``on_enqueue`` is a Lua hook (``function on_enqueue(msg)``) that may set each message's
+        fairness key, weight and throttle keys; :class:`ValidationError` (``INVALID_HOOK``)
+        when it does not compile."""
         body = {
             "name": name,
             "retention": retention,
             "delivery": delivery,
             "partitions": partitions,
             "latencyClass": latency_class,
+            "onEnqueue": on_enqueue,
         }
         sent = {k: v for k, v in body.items() if v is not None}
         # Not idempotent: a create whose answer was lost would be refused as TOPIC_EXISTS.
@@ -61,10 +67,14 @@ class AsyncTopics:
         partitions: int | None = None,
         retention: str | None = None,
         latency_class: str | None = None,
+        on_enqueue: str | Unset | None = UNSET,
     ) -> Topic:
-        """Raise the partition count, change retention or latency class (partitions only grow)."""
+        """Raise the partition count, change retention or latency class (partitions only grow);
+        set the ``on_enqueue`` hook, or remove it with None."""
         body = {"partitions": partitions, "retention": retention, "latencyClass": latency_class}
-        sent = {k: v for k, v in body.items() if v is not None}
+        sent: dict[str, object] = {k: v for k, v in body.items() if v is not None}
+        if not isinstance(on_enqueue, Unset):
+            sent["onEnqueue"] = on_enqueue
         # Setting the same values twice leaves the same topic: safe to retry.
         return Topic.from_wire(
             await self._transport.request("PATCH", path("topics", name), json=sent, idempotent=True)

@@ -1,6 +1,7 @@
 /** `QueueCore`: the client object, publishing, health, and the entry points to every resource. */
 
 import { randomUUID } from 'node:crypto';
+import { RuntimeConfig } from './config.js';
 import { Consumer, type ConsumeOptions } from './consumer.js';
 import { QueueCoreError } from './errors.js';
 import { type Logger, Transport } from './http.js';
@@ -71,6 +72,7 @@ export class QueueCore {
   readonly offsets: Offsets;
   readonly consumerGroups: ConsumerGroups;
   readonly dlq: DeadLetters;
+  readonly config: RuntimeConfig;
   private readonly transport: Transport;
   private readonly idempotentPublish: boolean;
   private readonly publisher: Publisher;
@@ -92,6 +94,7 @@ export class QueueCore {
     this.offsets = new Offsets(this.transport);
     this.consumerGroups = new ConsumerGroups(this.transport, this.offsets);
     this.dlq = new DeadLetters(this.transport);
+    this.config = new RuntimeConfig(this.transport);
     this.publisher = new Publisher(this.transport, options.publishBatching ?? {}, (topic, key, unknown) =>
       this.resolveUnknown(topic, key, unknown),
     );
@@ -197,6 +200,8 @@ export class QueueCore {
     const wire: OutgoingMessage = { data: message.data };
     if (message.key !== undefined) wire.key = message.key;
     if (message.headers !== undefined && Object.keys(message.headers).length > 0) wire.headers = message.headers;
+    if (message.fairnessKey !== undefined) wire.fairnessKey = message.fairnessKey;
+    if (message.throttleKeys !== undefined) wire.throttleKeys = message.throttleKeys;
     const key = message.idempotencyKey ?? (this.idempotentPublish ? newIdempotencyKey() : undefined);
     if (key !== undefined) wire.idempotencyKey = key;
     return wire;

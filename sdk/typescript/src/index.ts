@@ -9,7 +9,9 @@ export {
   type ConsumerEvents,
 } from './consumer.js';
 export * from './errors.js';
+export { DEFAULT_PUSH_TOLERANCE_MS, PushVerificationError, verifyPush, type PushHeaders, type VerifyPushOptions } from './push.js';
 export type { Logger } from './http.js';
 export type { InspectOptions } from './resources.js';
+export { RuntimeConfig } from './config.js';
 export type * from './models.js';
 export { SseParser, type SseEvent } from './sse.js';

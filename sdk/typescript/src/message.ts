@@ -17,6 +17,8 @@ export interface WireMessage {
   attempt: number;
   ackId: string;
   encoding?: string;
+  fairnessKey?: string;
+  throttleKeys?: string[];
 }
 
 /** What a message asks of its consumer. */
@@ -41,6 +43,10 @@ export class Message<T = unknown> implements Held {
   readonly ackId: string;
   /** `"base64"` when `data` is the base64 of a non-JSON value a Kafka client produced; else null. */
   readonly encoding: string | null;
+  /** Its fairness key, when it has one (fair groups schedule by it); else null. */
+  readonly fairnessKey: string | null;
+  /** Its throttle keys, when it has them; else null. */
+  readonly throttleKeys: string[] | null;
   /** The member this message was leased to. */
   readonly memberId: string;
   /** @internal flow control and lease keeping */
@@ -69,6 +75,8 @@ export class Message<T = unknown> implements Held {
     this.attempt = wire.attempt;
     this.ackId = wire.ackId;
     this.encoding = wire.encoding ?? null;
+    this.fairnessKey = wire.fairnessKey ?? null;
+    this.throttleKeys = wire.throttleKeys ?? null;
     this.memberId = memberId;
   }
 

@@ -27,6 +27,8 @@ export interface Topic {
   status: 'active' | 'deleting';
   createdAt: string;
   stats?: TopicStats;
+  /** The topic's Lua hook (`function on_enqueue(msg)`), when it has one. */
+  onEnqueue?: string;
 }
 
 /** `topics.create`: only `name` is required. */
@@ -36,6 +38,8 @@ export interface CreateTopic {
   delivery?: Delivery;
   partitions?: number;
   latencyClass?: string;
+  /** A Lua hook setting messages' fairness key, weight and throttle keys (422 `INVALID_HOOK` unless it compiles). */
+  onEnqueue?: string;
 }
 
 /** `topics.update`: partitions only grow. */
@@ -43,6 +47,8 @@ export interface UpdateTopic {
   partitions?: number;
   retention?: string;
   latencyClass?: string;
+  /** A new onEnqueue hook; null removes it. */
+  onEnqueue?: string | null;
 }
 
 /** One message of `publishBatch` with a key, headers or idempotency key. */
@@ -51,12 +57,20 @@ export interface OutgoingMessage {
   key?: string;
   headers?: Record<string, string>;
   idempotencyKey?: string;
+  /** A fair group's scheduling key (`""` is a key). */
+  fairnessKey?: string;
+  /** Up to 8 throttle keys: in a fair group, each must have a token for delivery. */
+  throttleKeys?: string[];
 }
 
 /** `publish` options. */
 export interface PublishOptions {
   key?: string;
   headers?: Record<string, string>;
+  /** A fair group's scheduling key. */
+  fairnessKey?: string;
+  /** Throttle keys, each needing a token for delivery in a fair group. */
+  throttleKeys?: string[];
   /** Given, it is sent as is; otherwise one is generated when publishing is idempotent. */
   idempotencyKey?: string;
 }
@@ -120,14 +134,96 @@ export interface DeadLetterPolicy {
   alertThreshold?: number;
 }
 
-/** A group's settings as the API reports them. */
+/** Where a push group's messages go, as the API reports it (the secret only as a hint). */
+export interface PushSettings {
+  endpoint: string;
+  maxInFlight: number;
+  timeout: string;
+  ordered: boolean;
+  secretHint: string;
+}
+
+/**
+ * `consumerGroups.configure({ push })`: deliver the group to `endpoint` (https), at most
+ * `maxInFlight` POSTs at once (1 to 1000, default 10), each failing after `timeout` (default
+ * 30 s, up to 10 min); `ordered`: one at a time per key.
+ */
+export interface PushConfig {
+  endpoint: string;
+  maxInFlight?: number;
+  timeout?: Duration;
+  ordered?: boolean;
+}
+
+/** What a push group's endpoint answered a test push. */
+export interface PushTestResult {
+  delivered: boolean;
+  statusCode: number | null;
+  error: string | null;
+  elapsedMs: number;
+}
+
+/** A message a push request carries, once `verifyPush` checked it. */
+export interface PushMessage {
+  messageId: string;
+  topic: string;
+  group: string;
+  partition: number;
+  offset: number;
+  attempt: number;
+  /** When it was published (ISO 8601). */
+  timestamp: string;
+  key: string | null;
+  headers: Record<string, string>;
+  data: unknown;
+  /** `'message'`, or `'push.test'` for a test push. */
+  event: string;
+  /** New for every attempt; `messageId` is the same on each. */
+  deliveryId: string;
+  /** `'base64'` for a Kafka producer's value that was not JSON. */
+  encoding?: string;
+}
+
+/** A group's settings as the API reports them; `push` for a push group. */
 export interface GroupConfig {
   startFrom: StartFrom;
   ackTimeout: string;
   maxInFlight: number;
   sessionTimeout: string;
   deadLetter: DeadLetterPolicy;
+  push?: PushSettings | null;
+  /** Set when the group is fair. */
+  fairness?: Fairness;
+  /** The group's Lua hook (`function on_failure(msg)`), when it has one. */
+  onFailure?: string;
   [key: string]: unknown;
+}
+
+/** A fair group's deficit round robin: weights per fairness key (1-1000), other keys' weight, quantum. */
+export interface Fairness {
+  weights?: Record<string, number>;
+  defaultWeight?: number;
+  quantum?: number;
+}
+
+/** A group's stats: depth, in flight, consumers, fairness keys, throttle keys, hook failures. */
+export interface GroupStats {
+  depth: number;
+  inFlight: number;
+  activeConsumers: number;
+  activeFairnessKeys: number;
+  quantum: number;
+  /** Each fairness key: pending messages (in the look-ahead windows), deficit, weight. */
+  perKey: { key: string; pending: number; deficit: number; weight: number }[];
+  /** Each throttle key of the environment with a rate: tokens now, rate, burst. */
+  perThrottle: { key: string; tokens: number; ratePerSecond: number; burst: number }[];
+  hookErrors: number;
+}
+
+/** A key of the environment's runtime configuration. */
+export interface ConfigEntry {
+  key: string;
+  value: string;
 }
 
 /** `consumerGroups.configure`: settings not given keep their current value. */
@@ -137,6 +233,14 @@ export interface GroupSettings {
   maxInFlight?: number;
   sessionTimeout?: Duration;
   deadLetter?: DeadLetterPolicy;
+  /** Make it a push group (`null`: push off; not given: unchanged). */
+  push?: PushConfig | null;
+  /** A new signing secret (in `pushSecret` of the answer, once). */
+  rotateSecret?: boolean;
+  /** Make the group fair (`{}` takes the defaults); null turns fairness off. */
+  fairness?: Fairness | null;
+  /** The group's onFailure Lua hook; null removes it. */
+  onFailure?: string | null;
 }
 
 /** A consumer group: members, partition owners, committed offsets, lag and settings. */
@@ -152,6 +256,8 @@ export interface Group {
   deadLetters: number;
   /** Messages not yet done, over every partition (computed by the SDK). */
   lag: number;
+  /** The push signing secret: only from the configure call that made it (keep it then). */
+  pushSecret?: string;
 }
 
 /** A group's committed offset on a partition, the partition's end, and the lag between. */
@@ -176,6 +282,8 @@ export interface DeadLetter {
   attempts: number;
   firstDeliveredAt: string;
   deadAt: string;
+  fairnessKey?: string;
+  throttleKeys?: string[];
 }
 
 /** Dead letters oldest first, the queue's depth, and the cursor of the next page. */

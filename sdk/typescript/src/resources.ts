@@ -8,8 +8,11 @@ import {
   type DeadLetterPage,
   type Group,
   type GroupSettings,
+  type GroupStats,
   type GroupSummary,
   type PartitionOffset,
+  type PushConfig,
+  type PushTestResult,
   type ResetTo,
   type Topic,
   type UpdateTopic,
@@ -143,6 +146,16 @@ export class ConsumerGroups {
     return withLag(await this.transport.request<Group>('PUT', groupPath(topic, group), { json: body, idempotent: true }));
   }
 
+  /** Send a signed `push.test` event to a push group's endpoint now (admin scope): what it answered. */
+  testPush(topic: string, group: string): Promise<PushTestResult> {
+    return this.transport.request('POST', groupPath(topic, group, 'push', 'test'), { idempotent: false });
+  }
+
+  /** Depth, in flight, consumers; a fair group's keys; the environment's throttle keys; hook failures. */
+  stats(topic: string, group: string): Promise<GroupStats> {
+    return this.transport.request('GET', groupPath(topic, group, 'stats'), { idempotent: true });
+  }
+
   /** Delete a group with its members and committed offsets (admin scope). */
   async delete(topic: string, group: string): Promise<void> {
     await this.transport.request('DELETE', groupPath(topic, group), { idempotent: false });
@@ -212,9 +225,10 @@ export class DeadLetters {
     return body.replayed;
   }
 
-  /** Deliver every dead letter to the group again; resolves to how many. */
-  async replayAll(topic: string, group: string): Promise<number> {
+  /** Deliver the dead letters to the group again, oldest first: all, or at most `count`; resolves to how many. */
+  async replayAll(topic: string, group: string, options: { count?: number } = {}): Promise<number> {
     const body = await this.transport.request<{ replayed: number }>('POST', groupPath(topic, group, 'dlq', 'replay'), {
+      json: options.count === undefined ? undefined : { count: options.count },
       idempotent: false,
     });
     return body.replayed;
@@ -236,7 +250,30 @@ export function mergedConfig(current: Record<string, unknown>, settings: GroupSe
     alertThreshold: dead.alertThreshold,
   });
   const known = (current.deadLetter as Record<string, unknown> | undefined) ?? {};
-  return { ...current, ...changes, deadLetter: { ...known, ...deadChanges } };
+  // What GET shows of push (its secret's hint) is not what PUT takes: left out, push stays.
+  // fairness and onFailure are kept by the server unless given (null turns them off).
+  const { push: shown, fairness: _fairness, onFailure: _onFailure, ...kept } = current;
+  const hooks = defined({ fairness: settings.fairness, onFailure: settings.onFailure });
+  const body: Record<string, unknown> = { ...kept, ...changes, ...hooks, deadLetter: { ...known, ...deadChanges } };
+  if (settings.push !== undefined) {
+    body.push = settings.push === null ? null : pushWire(settings.push, settings.rotateSecret);
+  } else if (settings.rotateSecret) {
+    if (!shown) throw new TypeError('not a push group: give push to rotate its secret');
+    const { secretHint: _, ...pushKept } = shown as Record<string, unknown>;
+    body.push = { ...pushKept, rotateSecret: true };
+  }
+  return body;
+}
+
+/** The `push` object of a group's PUT. */
+export function pushWire(push: PushConfig, rotateSecret = false): Record<string, unknown> {
+  return defined({
+    endpoint: push.endpoint,
+    maxInFlight: push.maxInFlight ?? 10,
+    timeout: durationWire(push.timeout ?? '30s'),
+    ordered: push.ordered ?? false,
+    rotateSecret: rotateSecret || undefined,
+  });
 }
 
 function withLag(group: Group): Group {

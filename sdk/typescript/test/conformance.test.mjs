@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { QueueCore, QueueCoreError } from '../dist/index.js';
+import { QueueCore, QueueCoreError, verifyPush } from '../dist/index.js';
 
 const FILE = new URL('../../conformance/scenarios.json', import.meta.url);
 const { scenarios } = JSON.parse(readFileSync(FILE, 'utf8'));
@@ -57,7 +57,8 @@ const OPS = {
   'topics.list': (pq) => pq.topics.list(),
   'topics.describe': (pq, a) => pq.topics.describe(a.name),
   'topics.delete': (pq, a) => pq.topics.delete(a.name),
-  publish: (pq, a) => pq.publish(a.topic, a.data, { key: a.key, idempotencyKey: a.idempotencyKey }),
+  publish: (pq, a) =>
+    pq.publish(a.topic, a.data, { key: a.key, idempotencyKey: a.idempotencyKey, fairnessKey: a.fairnessKey, throttleKeys: a.throttleKeys }),
   publishBatch: (pq, a) => pq.publishBatch(a.topic, a.messages.map((m) => QueueCore.message(m))),
   consume,
   publishConcurrently,
@@ -69,13 +70,36 @@ const OPS = {
     }),
   'dlq.inspect': (pq, a) => pq.dlq.inspect(a.topic, a.group, { limit: a.limit }),
   'dlq.replay': async (pq, a) => ({ replayed: await pq.dlq.replay(a.topic, a.group, a.messageId) }),
-  'dlq.replayAll': async (pq, a) => ({ replayed: await pq.dlq.replayAll(a.topic, a.group) }),
+  'dlq.replayAll': async (pq, a) => ({ replayed: await pq.dlq.replayAll(a.topic, a.group, { count: a.count }) }),
   'offsets.get': (pq, a) => pq.offsets.get(a.topic, a.group, a.partition),
   'offsets.seek': (pq, a) => pq.offsets.seek(a.topic, a.group, a.partition, a.offset),
   'offsets.reset': (pq, a) => pq.offsets.reset(a.topic, a.group, a.to),
   'groups.list': (pq, a) => pq.consumerGroups.list(a.topic),
   'groups.describe': (pq, a) => pq.consumerGroups.describe(a.topic, a.group),
   'groups.reset': (pq, a) => pq.consumerGroups.resetOffsets(a.topic, a.group, a.to),
+  'groups.configure': async (pq, a) => {
+    const settings = {
+      startFrom: a.startFrom,
+      deadLetter: a.deadLetter,
+      rotateSecret: a.rotateSecret,
+      fairness: a.fairness,
+      onFailure: a.onFailure,
+    };
+    if ('push' in a) settings.push = a.push;
+    const group = await pq.consumerGroups.configure(a.topic, a.group, settings);
+    return { ...group, pushSecret: group.pushSecret ?? null };
+  },
+  'groups.testPush': (pq, a) => pq.consumerGroups.testPush(a.topic, a.group),
+  'push.verify': async (_, a) =>
+    verifyPush(a.secret, a.headers, a.body, { now: a.now * 1000, toleranceMs: (a.toleranceS ?? 300) * 1000 }),
+  'groups.stats': (pq, a) => pq.consumerGroups.stats(a.topic, a.group),
+  'config.set': (pq, a) => pq.config.set(a.key, a.value),
+  'config.get': (pq, a) => pq.config.get(a.key),
+  'config.list': (pq, a) => pq.config.list(a.prefix),
+  'config.delete': async (pq, a) => {
+    await pq.config.delete(a.key);
+    return { deleted: true };
+  },
 };
 
 /** The `consume` op: handle `count` deliveries with their actions, stop, report them and the events. */
@@ -95,6 +119,7 @@ async function consume(pq, a) {
     if (handled.length >= a.count) return;
     const action = a.actions[Math.min(handled.length, a.actions.length - 1)];
     const entry = { messageId: msg.messageId, topic: msg.topic, partition: msg.partition, offset: msg.offset, data: msg.data, key: msg.key, attempt: msg.attempt };
+    if (msg.fairnessKey !== null) entry.fairnessKey = msg.fairnessKey;
     handled.push(entry);
     if (action === 'ack') await msg.ack();
     else if (action === 'nack') await msg.nack(a.error);

@@ -28,6 +28,8 @@ test('the README examples run as written', { timeout: 120_000 }, async () => {
     assert.match(output, /TOPIC_NOT_FOUND 404 req_/);
     assert.match(output, /connected csr_/);
     assert.match(output, /\{ status: 'ok' \}/);
+    assert.match(output, /push\.test order\.events 1 \{ test: true/); // the handler verified it
+    assert.match(output, /test push delivered: true 204/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

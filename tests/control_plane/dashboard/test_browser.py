@@ -5,11 +5,13 @@ One user's first hour: sign up, create a key and copy it from the page, create a
 with the key over the REST API, watch depth and lag on the topic and group pages, dead-letter a
 message, replay it from the DLQ page and see the queue's depth fall. Every wait is one of
 Playwright's auto-waiting expectations, with generous timeouts for a busy machine. Apart, a Pro
-owner reads an issued invoice and its printable form with JavaScript off.
+owner reads an issued invoice and its printable form with JavaScript off, and another makes a
+group fair and reads its fairness keys.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import time
@@ -25,7 +27,7 @@ from tenants.models import NewOrganisation
 from tests.support.chromium import launched_chromium, patient_context
 from tests.support.invoices import issue, seed_month
 from tests.support.services import Services
-from tests.support.tenancy import new_organisation
+from tests.support.tenancy import bearer, new_organisation
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -273,3 +275,52 @@ def test_an_invoice_in_a_browser_with_javascript_off(
         expect(page.locator(".screen-only")).to_be_hidden()
     finally:
         context.close()
+
+
+def test_an_owner_makes_a_group_fair_and_reads_its_keys(
+    chromium: Browser, api: str, services: Services
+) -> None:
+    from playwright.sync_api import expect
+
+    # Playwright's sync API runs an event loop in this thread: the set-up runs in another one.
+    with ThreadPoolExecutor(1) as pool:
+        org = pool.submit(new_organisation, services.database_url, "pro").result()
+    rest = httpx.Client(base_url=f"{api}/v1", headers=bearer(org.keys["production"].secret))
+    assert rest.post("/topics", json={"name": "mail.jobs", "partitions": 1}).status_code == 201
+    assert rest.put("/topics/mail.jobs/groups/senders", json={"startFrom": "earliest"}).is_success
+    messages = [{"data": n, "fairnessKey": "acme", "throttleKeys": ["emails"]} for n in range(4)]
+    messages.append({"data": 9, "fairnessKey": "vip"})
+    sent = rest.post("/topics/mail.jobs/messages/batch", json={"messages": messages})
+    assert sent.status_code == 201
+
+    context = patient_context(chromium)
+    page = context.new_page()
+    page.goto(f"{api}/dashboard/login")
+    page.get_by_label("Email").fill(org.owner_email)
+    page.get_by_label("Password").fill(OWNER_PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.locator("a.env-production").click()
+    page.locator("ul.sections").get_by_role("link", name="Configuration").click()
+    page.get_by_role("textbox", name="Key").fill("throttle.emails.rate")
+    page.get_by_role("textbox", name="Value").fill("5")
+    page.get_by_role("button", name="Save key").click()
+    expect(page.get_by_test_id("config-entries")).to_contain_text("throttle.emails.rate")
+
+    page.locator("ul.sections").get_by_role("link", name="Topics").click()
+    page.get_by_role("link", name="mail.jobs").click()
+    page.get_by_role("link", name="senders").click()
+    expect(page.get_by_test_id("fair-state")).to_have_text("no: offset order")
+    page.get_by_label("Deliver fairly across fairness keys").check()
+    page.get_by_label("Weights").fill("vip=3")
+    page.get_by_role("button", name="Save fair scheduling").click()
+    expect(page.get_by_role("status")).to_contain_text("fair scheduling was saved")
+    expect(page.get_by_test_id("fair-state")).to_have_text("yes")
+    keys = page.get_by_test_id("per-key").locator("tbody tr")
+    expect(keys).to_have_count(2)
+    expect(keys.nth(0)).to_contain_text("acme")
+    expect(keys.nth(1)).to_contain_text("vip")
+    expect(keys.nth(1).locator("td").nth(3)).to_have_text("3")
+    expect(page.get_by_test_id("per-throttle")).to_contain_text("emails")
+    if shot := os.environ.get("QUEUECORE_SCREENSHOT_DIR"):
+        page.screenshot(path=f"{shot}/fair-group.png", full_page=True)
+    context.close()

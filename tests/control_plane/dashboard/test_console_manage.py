@@ -135,6 +135,7 @@ def test_a_group_is_configured_from_its_page_with_the_apis_checks(
         "maxInFlight": 7,
         "sessionTimeout": "20s",
         "deadLetter": {"maxRetries": 2, "retryDelay": "1s", "alertThreshold": 3},
+        "push": None,
     }
     assert bad.status_code == 422 and "ackTimeout" in text_of(bad)
     assert 'value="5y"' in bad.text  # what was typed stays in the form

@@ -6,8 +6,11 @@ import {
   type Message,
   type PartitionOffset,
   type PublishResult,
+  type PushMessage,
+  type PushTestResult,
   QueueCore,
   QueueCoreError,
+  verifyPush,
 } from '@queuecore/sdk';
 
 export async function guide(pq: QueueCore): Promise<void> {
@@ -41,6 +44,21 @@ export async function guide(pq: QueueCore): Promise<void> {
   } catch (err) {
     if (err instanceof QueueCoreError) console.log(err.code, err.status, err.requestId);
   }
+}
+
+export async function push(pq: QueueCore, headers: Record<string, string>, body: Buffer): Promise<void> {
+  const group = await pq.consumerGroups.configure('order.events', 'fn', {
+    push: { endpoint: 'https://fn.example.com/queuecore', maxInFlight: 10, timeout: 30_000, ordered: true },
+  });
+  const secret: string | undefined = group.pushSecret;
+  const hint: string | undefined = group.config.push?.secretHint;
+  const tested: PushTestResult = await pq.consumerGroups.testPush('order.events', 'fn');
+  await pq.consumerGroups.configure('order.events', 'fn', { rotateSecret: true });
+  await pq.consumerGroups.configure('order.events', 'fn', { push: null });
+  const message: PushMessage = verifyPush(secret ?? '', headers, body, { toleranceMs: 60_000 });
+  console.log(hint, tested.delivered, tested.statusCode, message.messageId, message.event);
+  // @ts-expect-error a push endpoint is required
+  await pq.consumerGroups.configure('order.events', 'fn', { push: { maxInFlight: 5 } });
 }
 
 export function construct(): QueueCore {

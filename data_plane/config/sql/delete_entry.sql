@@ -1,0 +1,1 @@
+DELETE FROM runtime_config WHERE environment_id = %(environment_id)s AND key = %(key)s RETURNING key

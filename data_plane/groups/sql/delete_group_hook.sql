@@ -1,0 +1,1 @@
+DELETE FROM group_hooks WHERE group_id = %(group_id)s

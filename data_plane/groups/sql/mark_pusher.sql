@@ -1,0 +1,1 @@
+UPDATE group_members SET pusher = true WHERE id = %(id)s

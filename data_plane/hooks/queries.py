@@ -1,0 +1,5 @@
+"""SQL of hooks: one statement per file in ``sql/`` (:mod:`core.sql`)."""
+
+from core.sql import statements
+
+__getattr__ = statements(__name__)

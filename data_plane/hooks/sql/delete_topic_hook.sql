@@ -1,0 +1,1 @@
+DELETE FROM topic_hooks WHERE topic_id = %(topic_id)s
