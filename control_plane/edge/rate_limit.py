@@ -69,25 +69,45 @@ def rate_limit_middleware(app: ASGIApp) -> ASGIApp:
             await app(scope, receive, send)
             return
         category = category_of(scope)
-        decision = await limiter_of(scope["app"]).check(
-            context.organisation_id, context.key_id, category
-        )
-        # Metered once admitted, whatever its outcome; a 429 is not counted (billing.meter).
-        resources_of(scope["app"]).usage.meter.request(context.environment_id, category)
-        if category != "publish":
-            await app(scope, receive, _with_headers(send, decision))
-            return
-        # A publish waits for room among its organisation's own (control_plane.edge.admission).
-        admission: OrgAdmission = scope["app"].state.org_admission
-        organisation_id = context.organisation_id
-        size = request_bytes(_content_length(scope))
-        await admission.acquire(organisation_id, tier_weight(decision.limit), size)
-        try:
-            await app(scope, receive, _with_headers(send, decision))
-        finally:
-            admission.release(organisation_id, size)
+        decision = await count_request(scope, context, category)
+        await admitted(app, scope, receive, send, context, category, decision, None)
 
     return middleware
+
+
+async def count_request(scope: Scope, context: AuthContext, category: Category) -> Decision:
+    """Count the request against its key's budget (429 over it) and meter it."""
+    decision = await limiter_of(scope["app"]).check(
+        context.organisation_id, context.key_id, category
+    )
+    # Metered once admitted, whatever its outcome; a 429 is not counted (billing.meter).
+    resources_of(scope["app"]).usage.meter.request(context.environment_id, category)
+    return decision
+
+
+async def admitted(
+    app: ASGIApp,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    context: AuthContext,
+    category: Category,
+    decision: Decision,
+    content_length: bytes | None,
+) -> None:
+    """Run the rest of the request with the rate-limit headers; a publish once its organisation
+    has room for it (control_plane.edge.admission; ``content_length`` None: read it here)."""
+    if category != "publish":
+        await app(scope, receive, _with_headers(send, decision))
+        return
+    admission: OrgAdmission = scope["app"].state.org_admission
+    organisation_id = context.organisation_id
+    size = request_bytes(content_length or _content_length(scope))
+    await admission.acquire(organisation_id, tier_weight(decision.limit), size)
+    try:
+        await app(scope, receive, _with_headers(send, decision))
+    finally:
+        admission.release(organisation_id, size)
 
 
 def _content_length(scope: Scope) -> bytes | None:
