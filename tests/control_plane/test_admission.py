@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
-from control_plane.edge.admission import MIN_REQUEST_BYTES, OrgAdmission, request_bytes
+from control_plane.edge.admission import (
+    MIN_REQUEST_BYTES,
+    SHARED_FOR_S,
+    OrgAdmission,
+    request_bytes,
+)
 from tenants.tiers import TIER_LIMITS, tier_weight
 
 PRO = tier_weight(TIER_LIMITS["pro"].publish_per_s)
@@ -21,6 +26,9 @@ def test_a_flood_waits_behind_its_own_backlog_not_in_front_of_others() -> None:
             await admission.acquire(org, PRO, size)
             admitted.append(name)
 
+        await publish("quiet", "q0", 1024)  # the replica is shared: the caps hold
+        admission.release("quiet", 1024)
+        admitted.clear()
         flood = [asyncio.create_task(publish("flood", f"f{i}", BATCH)) for i in range(8)]
         await asyncio.sleep(0)
         assert admitted == ["f0", "f1", "f2"]  # three batches fit; five wait
@@ -56,3 +64,23 @@ def test_a_request_counts_its_body_and_at_least_its_own_cost() -> None:
     assert request_bytes(b"102400") == 102_400
     assert request_bytes(b"3") == MIN_REQUEST_BYTES
     assert request_bytes(None) == request_bytes(b"not a number") > MIN_REQUEST_BYTES
+
+
+def test_an_organisation_alone_on_the_replica_is_not_held() -> None:
+    now = [100.0]
+
+    async def scenario() -> None:
+        admission = OrgAdmission(bytes_per_weight=32 * 1024, clock=lambda: now[0])
+        for _ in range(8):  # nobody else published: all of it at once
+            await asyncio.wait_for(admission.acquire("flood", PRO, BATCH), 1)
+        await admission.acquire("quiet", PRO, 1024)
+        admission.release("quiet", 1024)
+        held = asyncio.create_task(admission.acquire("flood", PRO, BATCH))
+        await asyncio.sleep(0)
+        assert not held.done()  # another organisation published a moment ago
+        now[0] += SHARED_FOR_S + 0.1  # it has been quiet since: the flood has the replica again
+        admission.release("flood", BATCH)
+        await asyncio.wait_for(held, 1)
+        assert admission.inflight("flood") == 8 * BATCH
+
+    asyncio.run(scenario())
