@@ -7,42 +7,25 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass
 
-from data_plane.topics import service as topic_service
 from data_plane.write.fair import QUANTUM_BYTES, FairQueue
 from data_plane.write.segment import Message
 from data_plane.write.writer import CommittedBlock, Entry, SegmentWriter, TopicTarget
 from tenants.tiers import TIER_LIMITS, tier_weight
+from tests.data_plane.test_triage import new_target
 from tests.data_plane.test_writer import FAST, index_rows, with_writer
 from tests.support.services import Services
-from tests.support.tenancy import new_organisation, run_in_tx
 
 CAP = 256 * 1024  # one organisation's bytes in flushes in flight
 FLOOD_PUBLISHES, FLOOD_BYTES = 40, 64 * 1024  # 2.5 MiB of batches queued at once
 
 
-def org_topic(database_url: str, tier: str) -> TopicTarget:
-    """A topic of a new organisation of ``tier``, as the topic directory would route it."""
-    org = new_organisation(database_url, tier=tier)
-    env = org.project.environment("production")
-    topic = run_in_tx(
-        database_url,
-        lambda conn: topic_service.create_topic(
-            conn, org.organisation.id, env.id, f"f.{uuid.uuid4().hex[:10]}", partitions=1
-        ),
-    )
-    weight = tier_weight(TIER_LIMITS[tier].publish_per_s)  # type: ignore[index]
-    return TopicTarget(
-        topic.id,
-        topic.name,
-        topic.latency_class,
-        topic.retention_s,
-        org.organisation.id,
-        weight=weight,
-    )
+def org_topic(database_url: str) -> TopicTarget:
+    """A topic of a new Pro organisation, with the weight the topic directory would give it."""
+    weight = tier_weight(TIER_LIMITS["pro"].publish_per_s)
+    return dataclasses.replace(new_target(database_url), weight=weight)
 
 
 def batch(tag: str, size: int) -> list[Entry]:
@@ -52,8 +35,8 @@ def batch(tag: str, size: int) -> list[Entry]:
 
 
 def test_a_flooding_organisation_waits_behind_its_own_backlog(services: Services) -> None:
-    flood = org_topic(services.database_url, "pro")
-    quiet = org_topic(services.database_url, "pro")
+    flood = org_topic(services.database_url)
+    quiet = org_topic(services.database_url)
     commits: list[Counter[str]] = []  # per commit: messages of each topic
 
     def committed(blocks: list[CommittedBlock]) -> None:
