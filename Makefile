@@ -24,8 +24,11 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	cd sdk/python && ../../$(BIN)/mypy  # the SDK, as old a Python as this mypy checks (3.10)
 
+# Test files are shared among PYTEST_WORKERS processes (pytest-xdist, a file to one worker): each
+# worker starts its own PostgreSQL, SeaweedFS and Redis. PYTEST_WORKERS=0 runs them in this one.
+PYTEST_WORKERS ?= 2
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 clean:
 	rm -rf $(VENV) .queuecore .pytest_cache .mypy_cache .ruff_cache

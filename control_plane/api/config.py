@@ -32,33 +32,35 @@ class ConfigController(Controller):
         """Entries by key, and how many match."""
         return await data_plane.config.list_all(auth_context(request), prefix)
 
-    @get("/{key:str}", summary="Read a runtime configuration key")
+    @get("/{config_key:str}", summary="Read a runtime configuration key")
     async def get_entry(
         self,
         request: Request[Any, Any, Any],
         data_plane: NamedDependency[DataPlane],
-        key: FromPath[str],
+        config_key: FromPath[str],
     ) -> ConfigEntry:
         """404 ``CONFIG_KEY_NOT_FOUND`` when it is not set."""
-        return await data_plane.config.get(auth_context(request), key)
+        return await data_plane.config.get(auth_context(request), config_key)
 
-    @put("/{key:str}", summary="Set a runtime configuration key", opt={"scope": "admin"})
+    @put("/{config_key:str}", summary="Set a runtime configuration key", opt={"scope": "admin"})
     async def put_entry(
         self,
         request: Request[Any, Any, Any],
         data_plane: NamedDependency[DataPlane],
-        key: FromPath[str],
+        config_key: FromPath[str],
         data: Annotated[ConfigValue, Body()],
     ) -> ConfigEntry:
         """Created or replaced; throttle rates and bursts must be numbers ≥ 0 (422)."""
-        return await data_plane.config.put(auth_context(request), key, data.value)
+        return await data_plane.config.put(auth_context(request), config_key, data.value)
 
-    @delete("/{key:str}", summary="Delete a runtime configuration key", opt={"scope": "admin"})
+    @delete(
+        "/{config_key:str}", summary="Delete a runtime configuration key", opt={"scope": "admin"}
+    )
     async def delete_entry(
         self,
         request: Request[Any, Any, Any],
         data_plane: NamedDependency[DataPlane],
-        key: FromPath[str],
+        config_key: FromPath[str],
     ) -> None:
         """404 ``CONFIG_KEY_NOT_FOUND`` when it is not set."""
-        await data_plane.config.delete(auth_context(request), key)
+        await data_plane.config.delete(auth_context(request), config_key)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -232,7 +232,7 @@ class ConsumeController(Controller):
         stream = await data_plane.stream(
             auth_context(request), topic, group, member_id, STREAM_BATCH, max_in_flight
         )
-        return EventStream(_events(stream, member_id))
+        return EventStream(_events(stream, member_id, data_plane.stream_ended))
 
     @post("/ack", summary="Acknowledge messages (batched)", status_code=200)
     async def ack(
@@ -355,10 +355,21 @@ class ConsumeController(Controller):
         return {"partitions": partitions}
 
 
-async def _events(stream: Stream, member_id: str) -> AsyncIterator[bytes]:
+async def _events(
+    stream: Stream, member_id: str, ended: Callable[[Stream], None]
+) -> AsyncIterator[bytes]:
     """The stream's deliveries as ``message`` events, a comment when a pull found nothing; ends
-    with an ``error`` event when the member is gone or the stream fails, or when the server
-    stops (after sending what it pulled: the client reconnects elsewhere)."""
+    with an ``error`` event when the member is gone or the stream fails, when a newer stream of
+    the member took over, or when the server stops (after sending what it pulled: the client
+    reconnects elsewhere)."""
+    try:
+        async for chunk in _framed(stream, member_id):
+            yield chunk
+    finally:
+        ended(stream)
+
+
+async def _framed(stream: Stream, member_id: str) -> AsyncIterator[bytes]:
     yield retry_field(RECONNECT_MS)
     try:
         async with aclosing(stream.batches()) as batches:
@@ -375,6 +386,10 @@ async def _events(stream: Stream, member_id: str) -> AsyncIterator[bytes]:
         # The stream's response has started: a failure can only end it, with a reason.
         log.warning("stream_failed", member_id=member_id, error=type(exc).__name__)
         yield _error_event("SERVICE_UNAVAILABLE", "The stream failed; reconnect to continue.")
+        return
+    if stream.replaced:
+        message = "A newer stream of this member took over; reconnect to continue."
+        yield _error_event("SERVICE_UNAVAILABLE", message)
         return
     yield _error_event("SERVICE_UNAVAILABLE", "server shutting down, reconnect")
 

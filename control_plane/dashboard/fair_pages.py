@@ -20,6 +20,7 @@ from control_plane.dashboard.pages import env_path, field, form_fields, page, re
 from control_plane.dashboard.scope import caller, environment
 from control_plane.dashboard.sessions import require_csrf, require_session, session_of
 from control_plane.dashboard.topic_page import render_topic
+from control_plane.edge.bodies import read_form
 from control_plane.edge.errors import status_for
 from control_plane.edge.resources import data_plane_of
 from core.errors import ClientError, ValidationFailed
@@ -66,8 +67,7 @@ def fairness_body(
 
 async def _hook_field(request: Request[Any, Any, Any], name: str) -> str:
     """A hook's source from the posted form, up to :data:`MAX_HOOK_CHARS` (longer is refused)."""
-    value = (await request.form()).get(name)
-    text = value if isinstance(value, str) else ""
+    text = ((await read_form(request)).get(name) or [""])[0]
     if len(text) > MAX_HOOK_CHARS:
         raise ValidationFailed(f"a hook is at most {MAX_HOOK_CHARS} characters", field=name)
     return text

@@ -35,7 +35,7 @@ from litestar.openapi.spec import (
 from litestar.openapi.spec.enums import OpenAPIType
 
 from core.wire_types import BIGINT_MAX, INTEGER_MAX
-from data_plane.service import GROUP_NAME, MAX_NAME_LENGTH, NAME_PATTERN
+from data_plane.service import CONFIG_KEY_PATTERN, GROUP_NAME, MAX_NAME_LENGTH, NAME_PATTERN
 
 MESSAGE_ID_PATTERN = r"^msg_[0-9A-Za-z]{20}$"
 _COMPONENT = "#/components/schemas/"
@@ -81,6 +81,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "since": {"type": "string", "format": "date-time"},
     "until": {"type": "string", "format": "date-time"},
     "after": {"type": "string", "pattern": MESSAGE_ID_PATTERN},
+    "config_key": {"type": "string", "pattern": CONFIG_KEY_PATTERN},
 }
 
 

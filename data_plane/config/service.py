@@ -26,7 +26,8 @@ MAX_KEY_CHARS = 200
 MAX_VALUE_CHARS = 4_096
 MAX_CACHED_ENVIRONMENTS = 10_000
 THROTTLE_PREFIX = "throttle."
-_KEY = re.compile(r"^[^\x00-\x20\x7f]{1,200}$")  # printable, no spaces
+KEY_PATTERN = r"^[^\x00-\x20\x7f]{1,200}$"  # printable, no spaces
+_KEY = re.compile(KEY_PATTERN)
 
 
 class ConfigKeyNotFound(NotFound):

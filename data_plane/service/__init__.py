@@ -9,6 +9,7 @@ errors are ``core.errors`` types carrying their data, which each edge maps to it
 place. Everything else in ``data_plane`` is internal to it (``tests/infra/test_layers.py``).
 """
 
+from data_plane.config.service import KEY_PATTERN as CONFIG_KEY_PATTERN
 from data_plane.config.service import ConfigEntry, ConfigList, ConfigValue
 from data_plane.deadletters.alert_schemas import AlertEndpointRequest, AlertEndpointView
 from data_plane.deadletters.alerts import AlertEndpoint, AlertEndpointNotFound
@@ -96,6 +97,7 @@ from data_plane.write.segment import BYTES, JSON, NULL, Message
 
 __all__ = [
     "BYTES",
+    "CONFIG_KEY_PATTERN",
     "DELIVERIES",
     "ENCODINGS",
     "GROUP_NAME",

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from data_plane.delivery import Pulled
 from data_plane.groups.service import HEARTBEAT_DIVISOR
-from data_plane.read.notify import PublishListener
+from data_plane.read.notify import PublishListener, Watch
 
 KEEPALIVE_S = 15.0  # an idle stream hears from the server at least this often
 
@@ -35,7 +35,9 @@ class Stream:
     every :data:`KEEPALIVE_S` (an empty one, when idle). It registers for its partitions'
     notifications before each pull and sleeps on that registration only after a short pull, so
     a publish is delivered as soon as its NOTIFY arrives: no polling, no lost wake-up. It ends
-    when the server stops (after handing over what it pulled).
+    when the server stops (after handing over what it pulled), or when a newer stream of the
+    same member opens in this process (:meth:`replace`): a connection its client abandoned
+    without closing must not go on leasing the member's messages beside the new one.
     """
 
     def __init__(
@@ -45,25 +47,39 @@ class Stream:
         listener: PublishListener,
         stopping: Callable[[], bool],
         batch: int,
+        member_id: str = "",
     ) -> None:
         self.first = first
+        self.member_id = member_id
         self._pull_again = pull_again
         self._listener = listener
         self._stopping = stopping
         self._batch = batch
+        self.replaced = False
+        self._watch: Watch | None = None
+
+    def replace(self) -> None:
+        """Stop pulling: a newer stream serves the member (a pull under way still completes)."""
+        self.replaced = True
+        if self._watch is not None:
+            self._watch.event.set()
+
+    def _over(self) -> bool:
+        return self.replaced or self._stopping()
 
     async def batches(self) -> AsyncGenerator[Pulled, None]:
         """The pulls, first one first; close it (``aclose``) to stop early."""
         pulled, look_again = self.first, True  # registered after the first pull: look once more
         with self._listener.watch(pulled.ref.topic_id, pulled.partitions) as watch:
+            self._watch = watch
             watch.full = pulled.full
             while True:
                 yield pulled
-                if self._stopping():
+                if self._over():
                     return
                 if not look_again and len(pulled.deliveries) < self._batch:
                     await watch.wait(wait_s(pulled, KEEPALIVE_S))
-                    if self._stopping():
+                    if self._over():
                         return
                 look_again = False
                 watch.event.clear()

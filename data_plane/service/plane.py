@@ -122,6 +122,7 @@ class DataPlane:
         self.hook_errors = HookErrors()
         self.hook_error_flusher = HookErrorFlusher(self.hook_errors, db.connection)
         self._hooks = HookCache()  # groups' onFailure hooks, compiled
+        self._member_streams: dict[tuple[str, str], Stream] = {}  # (group id, member): newest
         self.publisher = PublishService(db, self.writer, usage, self.hook_errors)
         self.group_refs = GroupRefCache()
         self.pulse = Pulse(db)  # a stall in it spares silent members (groups.pulse)
@@ -144,7 +145,7 @@ class DataPlane:
         )
         self.classic_groups = ClassicGroups(db)
         # Push groups: their console side, and what the pushers do beside pulls and acks.
-        self.push = Push(db, self.reader, self.listener, sealer, allow_private)
+        self.push = Push(db, self.reader, self.listener, sealer, allow_private, self._failure_hook)
         # Fair scheduling: runtime configuration (throttle rates), the throttle buckets (Redis,
         # else this process's memory).
         self.config_cache = ConfigCache(db)
@@ -263,7 +264,18 @@ class DataPlane:
             rearm()  # each pull of a stream gets the request's whole time for PostgreSQL
             return self._pull(environment_id, previous.ref, member_id, batch, previous)
 
-        return Stream(first, pull_again, self.listener, self.stopping.is_set, batch)
+        stream = Stream(first, pull_again, self.listener, self.stopping.is_set, batch, member_id)
+        key = (ref.id, member_id)
+        if (older := self._member_streams.get(key)) is not None:
+            older.replace()  # one stream per member in a process: the newest serves it
+        self._member_streams[key] = stream
+        return stream
+
+    def stream_ended(self, stream: Stream) -> None:
+        """Forget a stream that ended (a newer one of its member stays registered)."""
+        key = (stream.first.ref.id, stream.member_id)
+        if self._member_streams.get(key) is stream:
+            del self._member_streams[key]
 
     async def ack(self, caller: Caller, topic: str, group: str, ack_ids: list[str]) -> AckOutcome:
         """Settle leases as done: each id acked or rejected with its reason; 409

@@ -5,6 +5,7 @@ find the groups to push, join them, count failed attempts, nack with an endpoint
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import msgspec
@@ -12,7 +13,9 @@ import msgspec
 from core.db import AsyncPool
 from core.sealed import Sealer
 from data_plane import delivery
+from data_plane.delivery import GroupRef
 from data_plane.groups import service as groups
+from data_plane.hooks.failure import FailureHook
 from data_plane.push import config, failures
 from data_plane.push.config import PushTarget
 from data_plane.push.failures import PushFailure
@@ -44,8 +47,10 @@ class Push:
         listener: PublishListener,
         sealer: Sealer,
         allow_private: bool,
+        failure_hook: Callable[[GroupRef], FailureHook | None] = lambda ref: None,
     ) -> None:
         self._db = db
+        self._failure_hook = failure_hook  # the group's onFailure hook decides a failed push too
         self._reader = reader
         self._listener = listener
         self._sealer = sealer
@@ -111,7 +116,13 @@ class Push:
         endpoint's ``Retry-After``), or dead-lettered after ``maxRetries``; whether it was."""
         async with in_group(self._db, target, target.topic, target.group) as (conn, ref):
             nacked = await delivery.nack(
-                conn, self._reader, ref, ack_id, error, exact_delay_ms=exact_delay_ms
+                conn,
+                self._reader,
+                ref,
+                ack_id,
+                error,
+                exact_delay_ms=exact_delay_ms,
+                on_failure=self._failure_hook(ref),
             )
         self._listener.poke({ref.topic_id})
         return bool(nacked["deadLettered"])

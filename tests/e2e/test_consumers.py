@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -219,3 +220,42 @@ def test_a_stream_at_its_in_flight_limit_goes_on_as_soon_as_it_acks(
     assert [m["data"] for _, m in seen] == [{"n": n} for n in range(10)]
     gap_s = seen[5][0] - seen[4][0]
     assert gap_s < 3, f"the second half came {gap_s:.1f} s after the first, not at the ack"
+
+
+def test_a_newer_stream_of_a_member_takes_over_from_one_left_open(
+    api: str, services: Services
+) -> None:
+    """A client that opened a new stream without closing the old connection (a leaked socket,
+    a proxy that kept it) gets every message on the new one: the old stream leases no more."""
+    org = new_organisation(services.database_url, tier="pro")
+    key = org.keys["production"].secret
+    client = setup_topic(api, key, "push.takeover", 1)
+    member = client.post("/v1/topics/push.takeover/groups/g/members", json={}).json()["memberId"]
+    path = f"/v1/topics/push.takeover/groups/g/members/{member}/stream"
+    host, port = api.removeprefix("http://").split(":")
+    left_open = socket.create_connection((host, int(port)), timeout=10)
+    try:
+        request = f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n\r\n"
+        left_open.sendall(request.encode())
+        assert left_open.recv(4096).startswith(b"HTTP/1.1 200")  # open, then never read again
+        received: list[dict[str, object]] = []
+
+        def read() -> None:
+            with client.stream("GET", path, timeout=30) as response:
+                for line in response.iter_lines():
+                    if line.startswith("data:"):
+                        received.append(json.loads(line[5:]))
+                        if len(received) == 20:
+                            return
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        time.sleep(0.5)
+        for n in range(20):
+            answer = client.post("/v1/topics/push.takeover/messages", json={"data": n})
+            assert answer.status_code == 201
+            time.sleep(0.02)
+        reader.join(30)
+        assert [(m["data"], m["attempt"]) for m in received] == [(n, 1) for n in range(20)]
+    finally:
+        left_open.close()

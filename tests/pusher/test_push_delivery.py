@@ -96,6 +96,30 @@ def test_an_endpoint_that_always_fails_dead_letters_after_max_retries_with_its_r
     eventually(lambda: api.dead_letters(topic, "hooks")["depth"] == 0, what="replay acked")
 
 
+GONE_IS_FINAL = """
+function on_failure(msg)
+  if msg.error == "HTTP 410" then return {action = "dlq"} end
+end
+"""
+
+
+def test_the_groups_on_failure_hook_decides_a_failed_push(
+    api: Api, receiver: Receiver, pusher: Path, unique: Callable[[str], str]
+) -> None:
+    topic = api.topic(unique("push-hook"))
+    path = f"/{topic}"
+    receiver.scripts[path] = lambda *_: Reply(410)
+    dead_letter = {"maxRetries": 5, "retryDelay": "100ms"}
+    push = {"endpoint": receiver.url(path)}
+    api.push_group(topic, "hooks", push, deadLetter=dead_letter, onFailure=GONE_IS_FINAL)
+    api.publish(topic, {"n": 1})
+    eventually(lambda: api.dead_letters(topic, "hooks")["depth"] == 1, what="a dead letter")
+    [dead] = api.dead_letters(topic, "hooks")["messages"]
+    assert (dead["error"], dead["attempts"]) == ("HTTP 410", 1)  # the hook's call, not 5 retries
+    time.sleep(0.5)
+    assert [pushed.json()["attempt"] for pushed in receiver.at(path)] == [1]
+
+
 def test_a_post_past_its_timeout_fails_and_is_retried(
     api: Api, receiver: Receiver, pusher: Path, unique: Callable[[str], str]
 ) -> None:

@@ -135,18 +135,18 @@ def test_a_slow_sequential_handler_keeps_its_leases_and_dead_letters_nothing(
             await pq.publish_batch("slow", list(range(24)))
             seen: collections.Counter[int] = collections.Counter()
             consumer = pq.consume(
-                "slow", "g", start_from="earliest", ack_timeout="1s", dead_letter={"max_retries": 0}
+                "slow", "g", start_from="earliest", ack_timeout="2s", dead_letter={"max_retries": 0}
             )
 
             @consumer.on_message
             async def handle(message: AsyncMessage) -> None:
                 seen[message.data] += 1
-                await asyncio.sleep(0.15)  # ten held take 1.5 s: past the 1 s ack timeout
+                await asyncio.sleep(0.3)  # ten held take 3 s: past the 2 s ack timeout
                 await message.ack()
 
             consumer.on_error(errors.append)
             await consumer.start()
-            for _ in range(400):
+            for _ in range(600):
                 if len(seen) == 24:
                     break
                 await asyncio.sleep(0.05)
