@@ -53,6 +53,7 @@ class Stack:
 
     root: Path
     workers: int
+    repo_root: Path = REPO_ROOT  # the build whose ``queuecore serve`` runs (A/B: another worktree)
     services: list[EmbeddedService] = field(default_factory=list)
     serve: subprocess.Popen[bytes] | None = None
     http_port: int = 0
@@ -93,7 +94,16 @@ class Stack:
         ):
             service.start()
             self.services.append(service)
-        migrate.apply(self.postgres.url)
+        if self.repo_root == REPO_ROOT:
+            migrate.apply(self.postgres.url)
+        else:  # the other build's own migrations, by its own code
+            subprocess.run(
+                [sys.executable, "-m", "infra.cli", "migrate"],
+                env={**os.environ, "QUEUECORE_DATABASE_URL": self.postgres.url},
+                cwd=self.repo_root,
+                check=True,
+                capture_output=True,
+            )
 
     def env(self) -> dict[str, str]:
         """The ``QUEUECORE_*`` variables of the API process (the caller's own ones win)."""
@@ -120,7 +130,7 @@ class Stack:
             self.serve = subprocess.Popen(
                 [sys.executable, "-m", "infra.cli", "serve", "--workers", str(self.workers)],
                 env=self.env(),
-                cwd=REPO_ROOT,
+                cwd=self.repo_root,  # ``-m`` puts the working directory first on sys.path
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -147,7 +157,13 @@ class Stack:
         """A production key of a new Developer-tier organisation (100 publish, 50 consume a second)."""
         return asyncio.run(_new_tenant(self.postgres.url, tier="developer"))
 
-    def create_topic(self, name: str, latency_class: str, partitions: int = 3) -> None:
+    def tier_key(self, tier: str) -> str:
+        """A production key of a new organisation of ``tier``, with that tier's own limits."""
+        return asyncio.run(_new_tenant(self.postgres.url, tier=tier, custom=False))
+
+    def create_topic(
+        self, name: str, latency_class: str, partitions: int = 3, key: str | None = None
+    ) -> None:
         """``POST /v1/topics``; anything but 201 stops the run with the server's answer."""
         body = {
             "name": name,
@@ -157,14 +173,14 @@ class Stack:
             "latencyClass": latency_class,
         }
         response = httpx.post(
-            f"{self.base_url}/v1/topics", json=body, headers=self.auth_headers(), timeout=30
+            f"{self.base_url}/v1/topics", json=body, headers=self.auth_headers(key), timeout=30
         )
         if response.status_code != 201:
             raise RuntimeError(f"creating topic {name}: {response.status_code} {response.text}")
 
-    def auth_headers(self) -> dict[str, str]:
-        """The bearer header of the benchmark's key."""
-        return {"Authorization": f"Bearer {self.api_key}"}
+    def auth_headers(self, key: str | None = None) -> dict[str, str]:
+        """The bearer header of ``key``, by default the benchmark's own."""
+        return {"Authorization": f"Bearer {key or self.api_key}"}
 
     def committed(self, topic: str) -> tuple[int, int]:
         """Committed segment objects (one per PUT whose flush committed); messages of ``topic``."""
@@ -259,7 +275,7 @@ def _kill_tree(pid: int) -> None:
                 proc.kill()
 
 
-async def _new_tenant(database_url: str, tier: str = "enterprise") -> str:
+async def _new_tenant(database_url: str, tier: str = "enterprise", custom: bool = True) -> str:
     """Create the organisation with the tenancy service, exactly as sign-up does."""
     from tenants import service as tenants
 
@@ -272,7 +288,7 @@ async def _new_tenant(database_url: str, tier: str = "enterprise") -> str:
             secrets.token_urlsafe(18),
             tier=tier,
         )
-        if tier == "enterprise":
+        if tier == "enterprise" and custom:
             await tenants.set_tier(conn, created.organisation.id, "enterprise", UNLIMITED)
         await conn.commit()
     return created.keys["production"].secret

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import msgspec
 import psycopg
 
-from benchmarks import peers, phases, rawhttp, reference
+from benchmarks import peers, phases, rawhttp, reference, tenants
 from benchmarks._stack import Stack
 from benchmarks.cpu import CpuWatch, shares
 from benchmarks.load import closed_loop, open_loop, payloads
@@ -61,6 +61,7 @@ class Config:
     reference_samples: int
     drain_s: float
     peers: tuple[str, ...]
+    noisy: bool = True  # the noisy-neighbour phase (benchmarks.tenants)
 
 
 class PublishFailed(Exception):
@@ -146,6 +147,11 @@ async def _http_phases(stack: Stack, cfg: Config) -> dict[str, Any]:
             )
         out[latency_class]["phases"] = phases.window(before, phases.settled(stack.serve_log))
         _result(out[latency_class], watch, out[latency_class]["messages_stored"])
+    if cfg.noisy:
+        _step(f"noisy neighbour: a quiet Pro tenant at {tenants.QUIET_RATE}/s, alone then beside")
+        write_back()
+        out["noisy"] = await tenants.noisy_neighbour(stack, cfg.duration_s, cfg.warmup_s)
+        _step(tenants.summary(out["noisy"]))
     return out
 
 
@@ -357,6 +363,11 @@ def parse_args(argv: list[str] | None) -> tuple[Config, argparse.Namespace]:
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients (8)")
     parser.add_argument("--rate", type=int, default=1000, help="open-loop msg/s (1000)")
     parser.add_argument("--keep", action="store_true", help="keep data and logs of the run")
+    parser.add_argument("--no-noisy", action="store_true", help="skip the noisy-neighbour phase")
+    parser.add_argument(
+        "--ab", type=Path, default=None, help="compare with the build in this worktree (A/B)"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="A/B rounds of each phase (3)")
     args = parser.parse_args(argv)
     selected = tuple(p.strip() for p in args.peers.split(",") if p.strip() not in {"", "none"})
     unknown = set(selected) - set(PEERS)
@@ -372,6 +383,7 @@ def parse_args(argv: list[str] | None) -> tuple[Config, argparse.Namespace]:
         reference_samples=100 if args.quick else 200,
         drain_s=3.0 if args.quick else 10.0,
         peers=selected,
+        noisy=not args.no_noisy,
     )
     return cfg, args
 
@@ -412,6 +424,10 @@ def run_benchmark(
 def main(argv: list[str] | None = None) -> int:
     """Run every phase, print the table, optionally write the JSON results."""
     cfg, args = parse_args(argv)
+    if args.ab is not None:
+        from benchmarks import ab  # it uses this module's phases
+
+        return ab.main(cfg, args)
     return run_benchmark("queuecore-bench-", cfg, args, run_queuecore, run_peers, render)
 
 

@@ -12,6 +12,9 @@ MIB = 1024 * 1024
 NOT_MEASURED = "—"
 SINGLE_CEILING_SHARE = 0.8  # target: single-message publish against its ceiling
 EXPRESS_P99_MS = 10.0  # target: express publish p99 at the open-loop rate
+NOISY_P99_RATIO = 1.5  # target: a quiet tenant's p99 beside a flood ÷ its p99 alone
+API_CPU_TARGET_US = {"single": 200.0, "batched": 8.0}  # target: API CPU per message
+PRO_PUBLISH_PER_S = 1000  # a Pro key's publish requests a second
 PEER_LABELS = {
     ("redis", "batched"): "Redis Streams, appendfsync always, 100 XADD per pipeline",
     ("redis", "single"): "Redis Streams, appendfsync always, one XADD per round trip",
@@ -57,7 +60,8 @@ def render(results: dict[str, Any]) -> str:
 def _table(results: dict[str, Any]) -> list[str]:
     header = "| metric | QueueCore | compared with | its value | QueueCore ÷ it | target | result |"
     rows = [header, "|" + " --- |" * 7]
-    for row in _throughput_rows(results) + _latency_rows(results) + _cost_rows(results):
+    rows_of = _throughput_rows(results) + _latency_rows(results) + _cost_rows(results)
+    for row in rows_of + _tenancy_rows(results):
         rows.append("| " + " | ".join(row) + " |")
     return rows
 
@@ -191,6 +195,60 @@ def _cost_rows(results: dict[str, Any]) -> list[list[str]]:
     )
     rows.append(["API memory at the end", memory_text, *[NOT_MEASURED] * 4, "info"])
     return rows
+
+
+def _tenancy_rows(results: dict[str, Any]) -> list[list[str]]:
+    """API CPU per message of every phase, Pro tenants per API core, the noisy neighbour."""
+    rows = []
+    for phase in ("batched", "single", "express", "standard", "noisy"):
+        cost = (_qc(results, phase) or {}).get("api_cpu_us_per_msg")
+        target = API_CPU_TARGET_US.get(phase)
+        verdict = "info" if target is None or cost is None else _pass(cost <= target)
+        rows.append(
+            [
+                f"API CPU per message, {phase}",
+                _missing(results) if cost is None else f"{cost:,.1f} µs",
+                *[NOT_MEASURED] * 3,
+                NOT_MEASURED if target is None else f"≤ {target:g} µs",
+                verdict,
+            ]
+        )
+    single = (_qc(results, "single") or {}).get("api_cpu_us_per_msg")
+    per_core = 1e6 / (single * PRO_PUBLISH_PER_S) if single else None
+    rows.append(
+        [
+            f"Pro tenants at their full publish rate ({PRO_PUBLISH_PER_S:,}/s) per API core",
+            _missing(results) if per_core is None else f"{per_core:.2f}",
+            "from the single-message API CPU",
+            *[NOT_MEASURED] * 3,
+            "info",
+        ]
+    )
+    rows.append(_noisy_row(_qc(results, "noisy")))
+    return rows
+
+
+def _noisy_row(noisy: dict[str, Any] | None) -> list[str]:
+    metric = "quiet tenant's publish p99 beside a flooding one (50/s vs batches)"
+    target = f"≤ {NOISY_P99_RATIO:g}x alone"
+    if not noisy or noisy.get("p99_ratio") is None:
+        return [metric, NOT_MEASURED, "its p99 alone", NOT_MEASURED, NOT_MEASURED, target, "n/a"]
+    beside, alone = noisy["beside"], noisy["alone"]
+    flood = noisy.get("flood", {})
+    return [
+        metric,
+        f"{beside['p99_ms']:.1f} ms (p50 {beside['p50_ms']:.1f}; flood "
+        f"{flood.get('msgs_per_s') or 0:,.0f} msg/s)",
+        "its p99 alone",
+        f"{alone['p99_ms']:.1f} ms (p50 {alone['p50_ms']:.1f})",
+        _ratio(noisy["p99_ratio"]),
+        target,
+        _pass(noisy["p99_ratio"] <= NOISY_P99_RATIO),
+    ]
+
+
+def _pass(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
 
 
 def reference_lines(results: dict[str, Any]) -> list[str]:

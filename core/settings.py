@@ -496,6 +496,8 @@ class WriterSettings:
     standard_linger_ms: int
     max_segment_bytes: int
     resolve_ms: int = 3_000
+    # One organisation's publishes in flushes in flight, at most (data_plane.write.fair).
+    org_inflight_bytes: int = 4 * 1024 * 1024
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> WriterSettings:
@@ -514,6 +516,9 @@ class WriterSettings:
                 "WRITER_MAX_SEGMENT_BYTES", 8 * 1024 * 1024, 64 * 1024, 1024 * 1024 * 1024, env
             ),
             resolve_ms=_int("WRITER_RESOLVE_MS", 3_000, 0, 60_000, env),
+            org_inflight_bytes=_int(
+                "WRITER_ORG_INFLIGHT_BYTES", 4 * 1024 * 1024, 64 * 1024, 1024 * 1024 * 1024, env
+            ),
         )
 
     def linger_s(self, latency_class: str) -> float:

@@ -40,6 +40,8 @@ class Limits(msgspec.Struct, frozen=True, rename="camel"):
 
 
 _DAY = 86_400
+MAX_WEIGHT = 100
+_WEIGHT_UNIT = 100  # publish requests a second that count as weight 1 (the Developer tier)
 
 TIER_LIMITS: dict[TierName, Limits] = {
     "developer": Limits(
@@ -97,3 +99,9 @@ def validate_custom_limits(custom: dict[str, Any]) -> dict[str, int]:
             raise ValidationFailed(f"limit '{name}' must be a positive integer", field=name)
         clean[name] = value
     return clean
+
+
+def tier_weight(publish_per_s: int) -> int:
+    """An organisation's share of a replica under contention: its publish rate in units of the
+    Developer tier's (Developer 1, Pro 10), at most :data:`MAX_WEIGHT`."""
+    return max(1, min(MAX_WEIGHT, publish_per_s // _WEIGHT_UNIT))

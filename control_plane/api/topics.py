@@ -13,7 +13,6 @@ from litestar.params import Body, FromPath
 
 from control_plane.edge.auth import auth_context
 from control_plane.edge.disconnect import unless_disconnected
-from control_plane.edge.series import note_published
 from data_plane.service import (
     BatchItemResult,
     BatchPublishRequest,
@@ -145,7 +144,6 @@ class PublishController(Controller):
         started = time.perf_counter()
         ctx = auth_context(request)
         [stored] = await unless_disconnected(request, data_plane.publish(ctx, topic, [data]))
-        note_published(request, ctx, topic, [stored])
         return PublishResult(
             message_id=stored.message_id,
             offset=stored.offset,
@@ -176,7 +174,6 @@ class PublishController(Controller):
         stored = await unless_disconnected(
             request, data_plane.publish(ctx, topic, data.messages, batch=True)
         )
-        note_published(request, ctx, topic, stored)
         stamps: dict[int, str] = {}  # a batch's messages mostly share one timestamp
         return BatchPublishResult(
             count=len(stored),

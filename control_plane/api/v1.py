@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from litestar import Router
-from litestar.middleware import DefineMiddleware
 
 from control_plane.api.alerts import AlertsController
 from control_plane.api.config import ConfigController
@@ -18,9 +17,7 @@ from control_plane.api.messages import MessagesController
 from control_plane.api.push import PushController
 from control_plane.api.topics import PublishController, TopicsController
 from control_plane.api.usage import UsageController
-from control_plane.edge.anonymous_limit import anonymous_rate_limit_middleware
-from control_plane.edge.auth import ApiKeyAuthenticationMiddleware, scope_middleware
-from control_plane.edge.rate_limit import rate_limit_middleware
+from control_plane.edge.v1_edge import v1_edge_middleware
 
 
 def v1_router() -> Router:
@@ -43,11 +40,7 @@ def v1_router() -> Router:
             InvoicesController,
             ConfigController,
         ],
-        middleware=[
-            anonymous_rate_limit_middleware,
-            DefineMiddleware(ApiKeyAuthenticationMiddleware),
-            rate_limit_middleware,
-            scope_middleware,
-        ],
+        # One pass: anonymous limit, key authentication, rate limit, scope, publish admission.
+        middleware=[v1_edge_middleware],
         security=[{"apiKey": []}],
     )

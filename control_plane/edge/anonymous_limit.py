@@ -8,7 +8,7 @@ gets :data:`control_plane.edge.rate_limit.ANONYMOUS_PER_S` of them a second, the
 
 from __future__ import annotations
 
-from litestar.types import ASGIApp, Receive, Scope, Send
+from litestar.types import Scope
 
 from control_plane.edge.rate_limit import ANONYMOUS_ORGANISATION, limiter_of
 from core.errors import ClientError
@@ -34,26 +34,12 @@ class AnonymousRateLimitExceeded(ClientError):
         )
 
 
-def anonymous_rate_limit_middleware(app: ASGIApp) -> ASGIApp:
-    """Count each ``/v1`` request without a bearer token against its client address."""
-
-    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not _has_bearer(scope):
-            client = scope.get("client")
-            address = address_bucket(client[0] if client else None)
-            decision = await limiter_of(scope["app"]).hit(
-                ANONYMOUS_ORGANISATION, address, ANONYMOUS_CATEGORY
-            )
-            if not decision.allowed:
-                raise AnonymousRateLimitExceeded(decision)
-        await app(scope, receive, send)
-
-    return middleware
-
-
-def _has_bearer(scope: Scope) -> bool:
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization":
-            scheme, _, token = bytes(value).partition(b" ")
-            return scheme.lower() == b"bearer" and bool(token.strip())
-    return False
+async def count_anonymous(scope: Scope) -> None:
+    """Count a request without a bearer token against its client address; 429 over the rate."""
+    client = scope.get("client")
+    address = address_bucket(client[0] if client else None)
+    decision = await limiter_of(scope["app"]).hit(
+        ANONYMOUS_ORGANISATION, address, ANONYMOUS_CATEGORY
+    )
+    if not decision.allowed:
+        raise AnonymousRateLimitExceeded(decision)

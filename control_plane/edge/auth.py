@@ -16,7 +16,6 @@ from litestar import Litestar
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
-from litestar.types import ASGIApp, Receive, Scope, Send
 
 from control_plane.edge.resources import identity_of
 from observability.logging import bind, get_logger
@@ -30,9 +29,14 @@ LAST_USED_FLUSH_S = 5.0
 
 def bearer_token(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
     """The token of an ``Authorization: Bearer …`` header."""
-    header = connection.headers.get("authorization", "")
+    return bearer_of(connection.headers.get("authorization", ""))
+
+
+def bearer_of(header: str) -> str | None:
+    """The token of an ``Authorization`` header's value when its scheme is ``Bearer``."""
     scheme, _, token = header.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
 
 
 class ApiKeyAuthenticationMiddleware(AbstractAuthenticationMiddleware):
@@ -70,22 +74,6 @@ async def requires_scope(
 ) -> None:
     """Guard form of :func:`check_scope`, for routers that use guards."""
     check_scope(auth_context(connection), handler)
-
-
-def scope_middleware(app: ASGIApp) -> ASGIApp:
-    """:func:`check_scope` for every authenticated request, after it was rate-limited.
-
-    A middleware rather than a guard: Litestar copies the route handler for every guard call,
-    which cost a tenth of a publish request's CPU.
-    """
-
-    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        context = scope.get("auth")
-        if isinstance(context, AuthContext):
-            check_scope(context, scope.get("route_handler"))
-        await app(scope, receive, send)
-
-    return middleware
 
 
 @asynccontextmanager

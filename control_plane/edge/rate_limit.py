@@ -16,10 +16,11 @@ import msgspec
 from litestar import Litestar
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from control_plane.edge.admission import OrgAdmission, request_bytes
 from control_plane.edge.resources import identity_of, resources_of
 from tenants.models import AuthContext
 from tenants.rate_limits import Decision, RateLimiter
-from tenants.tiers import CATEGORIES, TIER_LIMITS, Category, Limits
+from tenants.tiers import CATEGORIES, TIER_LIMITS, Category, Limits, tier_weight
 
 ANONYMOUS_ORGANISATION = "anonymous"  # never an organisation id: those start with "org_"
 ANONYMOUS_PER_S = 50
@@ -49,6 +50,7 @@ async def rate_limiting(app: Litestar) -> AsyncIterator[None]:
         return await identity.organisation_limits(organisation_id)
 
     app.state.rate_limiter = RateLimiter(resources_of(app).redis, load)
+    app.state.org_admission = OrgAdmission()
     yield
 
 
@@ -67,14 +69,52 @@ def rate_limit_middleware(app: ASGIApp) -> ASGIApp:
             await app(scope, receive, send)
             return
         category = category_of(scope)
-        decision = await limiter_of(scope["app"]).check(
-            context.organisation_id, context.key_id, category
-        )
-        # Metered once admitted, whatever its outcome; a 429 is not counted (billing.meter).
-        resources_of(scope["app"]).usage.meter.request(context.environment_id, category)
-        await app(scope, receive, _with_headers(send, decision))
+        decision = await count_request(scope, context, category)
+        await admitted(app, scope, receive, send, context, category, decision, None)
 
     return middleware
+
+
+async def count_request(scope: Scope, context: AuthContext, category: Category) -> Decision:
+    """Count the request against its key's budget (429 over it) and meter it."""
+    decision = await limiter_of(scope["app"]).check(
+        context.organisation_id, context.key_id, category
+    )
+    # Metered once admitted, whatever its outcome; a 429 is not counted (billing.meter).
+    resources_of(scope["app"]).usage.meter.request(context.environment_id, category)
+    return decision
+
+
+async def admitted(
+    app: ASGIApp,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    context: AuthContext,
+    category: Category,
+    decision: Decision,
+    content_length: bytes | None,
+) -> None:
+    """Run the rest of the request with the rate-limit headers; a publish once its organisation
+    has room for it (control_plane.edge.admission; ``content_length`` None: read it here)."""
+    if category != "publish":
+        await app(scope, receive, _with_headers(send, decision))
+        return
+    admission: OrgAdmission = scope["app"].state.org_admission
+    organisation_id = context.organisation_id
+    size = request_bytes(content_length or _content_length(scope))
+    await admission.acquire(organisation_id, tier_weight(decision.limit), size)
+    try:
+        await app(scope, receive, _with_headers(send, decision))
+    finally:
+        admission.release(organisation_id, size)
+
+
+def _content_length(scope: Scope) -> bytes | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return bytes(value)
+    return None
 
 
 def _with_headers(send: Send, decision: Decision) -> Send:

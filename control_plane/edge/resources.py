@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 
 from billing.meter import MeterFlusher, UsageMeter
 from billing.service import Billing
-from control_plane.edge.series import STATE_KEY, ProducerSeries
+from control_plane.edge.series import ProducerSeries
 from core import settings
 from core.db import AsyncPool, async_pool
 from core.mail import mailer
@@ -90,7 +90,8 @@ class Runtime:
         self._team = app.state.team = TeamService(resources.db, mail, settings.http().public_url)
         self._billing = app.state.billing = Billing(resources.db)
         producers = ProducerSeries.start_if_on(settings.greptime())  # None when switched off
-        app.state[STATE_KEY] = producers.activity if producers else None
+        if producers is not None:
+            data_plane.count_producers(producers.activity)
         try:
             await data_plane.start()
             try:

@@ -2,28 +2,22 @@
 
 Only when ``QUEUECORE_GREPTIMEDB_GRPC`` is set: the lifespan starts a :class:`ProducerSeries`
 (the process's SeriesWriter, a :class:`ProducerActivity` and a task that hands its rows to the
-writer every ``QUEUECORE_GREPTIMEDB_SNAPSHOT_S`` and at shutdown). Publish handlers call
-:func:`note_published`, a dict update; when the switch is off it returns at once.
+writer every ``QUEUECORE_GREPTIMEDB_SNAPSHOT_S`` and at shutdown). The data plane feeds the
+activity from each publish's accounting record (``data_plane.write.accounting``), one dict
+update per partition; when the switch is off nothing is counted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
-from typing import Any
-
-from litestar import Request
 
 from core.settings import GreptimeSettings
-from data_plane.service import Published
 from observability import series
 from observability.logging import get_logger
-from observability.producers import ProducerActivity, ProducerKey
-from tenants.models import AuthContext
+from observability.producers import ProducerActivity
 
 log = get_logger("queuecore.series")
-STATE_KEY = "producer_activity"
 
 
 class ProducerSeries:
@@ -65,22 +59,3 @@ class ProducerSeries:
                 self.send()
             except Exception:
                 log.exception("producer_series_failed")
-
-
-def note_published(
-    request: Request[Any, Any, Any], ctx: AuthContext, topic: str, stored: Sequence[Published]
-) -> None:
-    """Count a publish for the producer series (nothing when the switch is off)."""
-    activity: ProducerActivity | None = request.app.state.get(STATE_KEY)
-    if activity is None:
-        return
-    for message in stored:
-        key = ProducerKey(
-            ctx.organisation_id,
-            ctx.project_id,
-            ctx.environment,
-            topic,
-            ctx.key_id,
-            message.partition,
-        )
-        activity.published(key, message.offset)

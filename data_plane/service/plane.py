@@ -51,6 +51,7 @@ from data_plane.service.scope import Caller, in_group
 from data_plane.service.topics import Topics
 from data_plane.topics.schemas import PublishRequest
 from data_plane.topics.traffic import TrafficCounter, TrafficFlusher
+from data_plane.write.accounting import Producer, ProducerSink
 from data_plane.write.publish import Published, PublishService, UsageSink
 from data_plane.write.segment import Message
 from data_plane.write.triage import SlowPublishTriage
@@ -185,8 +186,17 @@ class DataPlane:
         """Store messages atomically (all get offsets in one commit, or none do); answered once
         they are in a segment object and committed. Their ids and places, in order."""
         return self.publisher.publish(
-            caller.organisation_id, caller.environment_id, topic, messages, batch=batch
+            caller.organisation_id,
+            caller.environment_id,
+            topic,
+            messages,
+            batch=batch,
+            producer=Producer.of(caller),
         )
+
+    def count_producers(self, sink: ProducerSink) -> None:
+        """Feed the producer series from every publish's accounting record from now on."""
+        self.publisher.accounting.producers = sink
 
     def find_published(
         self, caller: Caller, topic: str, idempotency_key: str

@@ -33,7 +33,7 @@ import struct
 import time
 import zlib
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 import msgspec
 
@@ -52,6 +52,7 @@ from data_plane.hooks.sandbox import HookCache, InvalidHook
 from data_plane.topics import service as topic_service
 from data_plane.topics.schemas import PublishRequest
 from data_plane.write import queries as q
+from data_plane.write.accounting import Accounting, Producer, PublishRecord, UsageSink
 from data_plane.write.segment import Message, Schedule
 from data_plane.write.writer import (
     MESSAGE_OVERHEAD_BYTES,
@@ -62,9 +63,8 @@ from data_plane.write.writer import (
     consume_exception,
     epoch_ms,
 )
-from observability import metrics
 from tenants import service as tenants
-from tenants.tiers import Limits
+from tenants.tiers import Limits, tier_weight
 
 BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _BASE62_INDEX = {c: i for i, c in enumerate(BASE62)}
@@ -259,6 +259,7 @@ class TopicDirectory:
             organisation_id,
             project["project_id"] if project else "",
             environment_id,
+            tier_weight(organisation.limits.publish_per_s),
         )
         return TopicRoute(
             target,
@@ -292,17 +293,6 @@ class Published(NamedTuple):
     timestamp_ms: int
 
 
-class UsageSink(Protocol):
-    """Where traffic is metered (billing's in-memory meter): called once per request."""
-
-    def published(self, environment_id: str, messages: int, payload_bytes: int) -> None:
-        """``messages`` stored (or answered from their idempotency keys), ``payload_bytes`` of
-        data, keys and headers as the message size limit counts them."""
-
-    def delivered(self, environment_id: str, messages: int, payload_bytes: int) -> None:
-        """``messages`` sent to a consumer or a browser (egress), ``payload_bytes`` as above."""
-
-
 class PublishService:
     """Validates publishes against the tier, partitions them and waits for their commit."""
 
@@ -316,6 +306,7 @@ class PublishService:
         self.pool = pool
         self.writer = writer
         self.usage = usage
+        self.accounting = Accounting(usage)  # every counter of a publish, from one record
         self.topics = TopicDirectory(pool, hook_errors=hook_errors)
         self._salts: dict[str, int] = {}  # per topic: where this process's rotation starts
         self._inflight: dict[tuple[str, str], asyncio.Future[Placement]] = {}
@@ -328,31 +319,44 @@ class PublishService:
         requests: list[PublishRequest],
         *,
         batch: bool = False,
+        producer: Producer | None = None,
     ) -> list[Published]:
         """Store ``requests`` atomically; their ids and offsets in request order."""
         route = await self.topics.get(organisation_id, environment_id, topic)
         try:
-            return await self._publish(environment_id, route, requests, batch)
+            return await self._publish(environment_id, route, requests, batch, producer)
         except TopicNotFound:
             # The cached route may name a topic deleted (and perhaps re-created) meanwhile.
             self.topics.forget(environment_id, topic)
             route = await self.topics.get(organisation_id, environment_id, topic)
-            return await self._publish(environment_id, route, requests, batch)
+            return await self._publish(environment_id, route, requests, batch, producer)
 
     async def _publish(
-        self, environment_id: str, route: TopicRoute, requests: list[PublishRequest], batch: bool
+        self,
+        environment_id: str,
+        route: TopicRoute,
+        requests: list[PublishRequest],
+        batch: bool,
+        producer: Producer | None,
     ) -> list[Published]:
         if batch:
             _check_batch_size(len(requests), route)
         entries, size_bytes = self._entries(route, requests, batch)
         placements = await self._write(route, entries, size_bytes)
-        if self.usage is not None:
-            payload_bytes = size_bytes - len(entries) * MESSAGE_OVERHEAD_BYTES
-            self.usage.published(environment_id, len(placements), payload_bytes)
-        # Per request: a tenant's topic is never an attribute (docs/observability.md).
-        attributes = metrics.publish_attributes(route.exactly_once, route.target.latency_class)
-        metrics.MESSAGES_PUBLISHED.add(len(placements), attributes)
-        metrics.PUBLISHED_BYTES.add(size_bytes, attributes)
+        target = route.target
+        self.accounting.record(
+            PublishRecord(
+                target.organisation_id,
+                environment_id,
+                target.name,
+                route.exactly_once,
+                target.latency_class,
+                len(placements),
+                size_bytes,
+                placements,
+                producer,
+            )
+        )
         topic_id = route.target.id
         return [
             Published(

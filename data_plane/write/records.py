@@ -23,10 +23,10 @@ from typing import NamedTuple
 
 from data_plane.errors import MessageTooLarge, PublishUnavailable, TopicNotFound
 from data_plane.write import queries as q
+from data_plane.write.accounting import PublishRecord
 from data_plane.write.publish import PublishService, TopicRoute
 from data_plane.write.segment import Message
 from data_plane.write.writer import MESSAGE_OVERHEAD_BYTES, Entry, Placement, consume_exception
-from observability import metrics
 
 MAX_PRODUCER_STATES = 100_000
 
@@ -179,17 +179,23 @@ class RecordAppender:
         placements: list[Placement] = await self.publisher.writer.write(
             route.target, entries, size, whole=key is not None
         )
-        self._meter(route, len(messages), size)
+        self._meter(route, placements, size)
         return Appended(placements[0].offset, placements[0].timestamp_ms)
 
-    def _meter(self, route: TopicRoute, count: int, size: int) -> None:
-        usage = self.publisher.usage
-        if usage is not None:
-            payload_bytes = size - count * MESSAGE_OVERHEAD_BYTES
-            usage.published(route.target.environment_id, count, payload_bytes)
-        attributes = metrics.publish_attributes(route.exactly_once, route.target.latency_class)
-        metrics.MESSAGES_PUBLISHED.add(count, attributes)
-        metrics.PUBLISHED_BYTES.add(size, attributes)
+    def _meter(self, route: TopicRoute, placements: list[Placement], size: int) -> None:
+        target = route.target
+        self.publisher.accounting.record(
+            PublishRecord(
+                target.organisation_id,
+                target.environment_id,
+                target.name,
+                route.exactly_once,
+                target.latency_class,
+                len(placements),
+                size,
+                placements,
+            )
+        )
 
 
 def _check_sizes(route: TopicRoute, messages: list[Message]) -> int:

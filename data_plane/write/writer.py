@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import os
 import time
@@ -58,6 +59,7 @@ from core.object_store import ObjectStore
 from core.settings import WriterSettings
 from data_plane.errors import PublishOutcomeUnknown, PublishUnavailable, TopicNotFound
 from data_plane.write import queries as q
+from data_plane.write.fair import FairQueue
 from data_plane.write.segment import BlockRef, Message, SegmentBuilder
 from data_plane.write.timing import FlushClock, PhaseTimings
 from data_plane.write.triage import SlowPublishTriage
@@ -101,9 +103,10 @@ class TopicTarget:
     name: str
     latency_class: str
     retention_s: int
-    organisation_id: str = ""  # the tenant, for latency triage's tags
+    organisation_id: str = ""  # the tenant: its share of the writer, latency triage's tags
     project_id: str = ""
     environment_id: str = ""
+    weight: int = 1  # the organisation's share of the writer (data_plane.write.fair)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +144,16 @@ class _Publish:
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.entries)
+
+    @property
+    def owner(self) -> str:
+        """The organisation whose share of the writer it uses."""
+        return self.topic.organisation_id
+
+    @property
+    def weight(self) -> int:
+        """Its organisation's weight."""
+        return self.topic.weight
 
     def unresolved(self) -> Iterable[tuple[int, Entry]]:
         return ((i, e) for i, e in enumerate(self.entries) if self.results[i] is None)
@@ -223,8 +236,11 @@ class SegmentWriter:
         self.objects = objects  # public so a test or a FaultyObjectStore can wrap it
         self.settings = settings
         self._listeners = list(on_committed)
-        self._pending: list[_Publish] = []
-        self._pending_bytes = 0
+        # Waiting publishes, per organisation (weighted deficit round robin, at most
+        # org_inflight_bytes of one organisation in flushes, and one flush slot kept for others).
+        self._queue: FairQueue[_Publish] = FairQueue(
+            settings.org_inflight_bytes, MAX_INFLIGHT_FLUSHES - 1
+        )
         self._deadline: float | None = None
         self._last_flush_start = -math.inf
         self.flushes_started = 0  # the keyless partitioner moves on with every flush
@@ -287,14 +303,13 @@ class SegmentWriter:
         publish = _Publish(
             topic, entries, future, size, queued_s=now_s, whole=whole, expires_s=expires_s
         )
-        self._pending.append(publish)
-        self._pending_bytes += size
+        self._queue.add(publish)
         deadline = self._due_at(topic.latency_class)
         if self._deadline is None or deadline < self._deadline:
             self._deadline = deadline
             self._wakeup.set()
         # May be due now (see _due_in); also covers max_segment_bytes, which is never smaller.
-        if self._pending_bytes >= OVERLAP_MIN_BYTES:
+        if self._queue.bytes >= OVERLAP_MIN_BYTES:
             self._wakeup.set()
         try:
             placements = await asyncio.shield(future)
@@ -330,10 +345,8 @@ class SegmentWriter:
 
     def _abandon(self, publish: _Publish) -> None:
         """Drop a publish whose caller has gone, if no flush took it yet (nothing is written)."""
-        if any(waiting is publish for waiting in self._pending):
-            self._pending = [waiting for waiting in self._pending if waiting is not publish]
-            self._pending_bytes -= publish.size_bytes
-            if not self._pending:
+        if self._queue.remove(publish):
+            if not self._queue:
                 self._deadline = None  # the next publish sets its own (see write)
             publish.future.cancel()
             log.info("publish_abandoned", topic_id=publish.topic.id, messages=len(publish.entries))
@@ -359,24 +372,29 @@ class SegmentWriter:
     async def _run(self) -> None:
         while True:
             await self._wait_until_due()
-            if not self._pending:
+            if not self._queue:
                 return  # closing and drained
             if not await self._take_slot():
                 continue
-            batch, self._pending = self._pending, []
+            batch = self._queue.take(self.settings.max_segment_bytes)
+            if not batch:  # every organisation waiting is at its cap: wait for a flush to end
+                self._slots.release()
+                continue
             self.flushes_started += 1
-            self._pending_bytes, self._deadline = 0, None
             self._last_flush_start = now_s = time.monotonic()
-            task = asyncio.create_task(self._flush(batch, FlushClock(batch[0].queued_s, now_s)))
+            # What a full flush left behind was due already: it goes with the next flush.
+            self._deadline = now_s if self._queue else None
+            first_s = min(publish.queued_s for publish in batch)
+            task = asyncio.create_task(self._flush(batch, FlushClock(first_s, now_s)))
             self._flushes.add(task)
             self._uploading[task] = now_s
-            task.add_done_callback(self._flush_done)
+            task.add_done_callback(functools.partial(self._flush_done, batch))
 
     async def _take_slot(self) -> bool:
         """A flush slot; False when every waiting publish gave up first (see :meth:`_expire`)."""
         while self._slots.locked():  # every slot taken: flushes stalled on PostgreSQL or S3
             next_expiry_s = self._expire()
-            if not self._pending:
+            if not self._queue:
                 return False
             delay_s = None if next_expiry_s is None else next_expiry_s - time.monotonic()
             with contextlib.suppress(TimeoutError):
@@ -389,20 +407,18 @@ class SegmentWriter:
     def _expire(self) -> float | None:
         """Fail the waiting publishes whose request's deadline passed before any flush took
         them (nothing of them is written); the earliest deadline of those left."""
-        now_s, kept = time.monotonic(), []
-        for publish in self._pending:
-            if publish.expires_s is not None and publish.expires_s <= now_s:
-                self._pending_bytes -= publish.size_bytes
-                _set_exception(publish.future, PublishUnavailable(_NOT_STARTED))
-                log.info("publish_expired", topic_id=publish.topic.id)
-            else:
-                kept.append(publish)
-        self._pending = kept
-        if not kept:
+        now_s = time.monotonic()
+        gone = [p for p in self._queue if p.expires_s is not None and p.expires_s <= now_s]
+        for publish in gone:
+            self._queue.remove(publish)
+            _set_exception(publish.future, PublishUnavailable(_NOT_STARTED))
+            log.info("publish_expired", topic_id=publish.topic.id)
+        if not self._queue:
             self._deadline = None
-        return min((p.expires_s for p in kept if p.expires_s is not None), default=None)
+        return min((p.expires_s for p in self._queue if p.expires_s is not None), default=None)
 
-    def _flush_done(self, task: asyncio.Task[None]) -> None:
+    def _flush_done(self, batch: list[_Publish], task: asyncio.Task[None]) -> None:
+        self._queue.done(batch)
         self._flushes.discard(task)
         self._uploading.pop(task, None)
         self._slots.release()
@@ -415,8 +431,11 @@ class SegmentWriter:
             self._wakeup.set()
 
     async def _wait_until_due(self) -> None:
-        while not self._closing:
-            delay = self._due_in() if self._pending else None
+        while True:
+            ready = self._queue.ready()  # some organisation waiting is under its caps
+            if self._closing and (ready or not self._queue):
+                return
+            delay = self._due_in() if ready else None
             if delay is not None and delay <= 0:
                 return
             self._wakeup.clear()
@@ -436,9 +455,10 @@ class SegmentWriter:
         or :data:`OVERLAP_MIN_BYTES` waiting: grouping amortises a PUT's fixed cost, and that much
         data already pays for its own, so waiting would only add latency.
         """
-        if self._pending_bytes >= self.settings.max_segment_bytes:
+        ready_bytes = self._queue.ready_bytes()
+        if ready_bytes >= self.settings.max_segment_bytes:
             return 0.0
-        if self._uploading and self._pending_bytes >= OVERLAP_MIN_BYTES:
+        if self._uploading and ready_bytes >= OVERLAP_MIN_BYTES:
             return 0.0
         now = time.monotonic()
         due = self._deadline if self._deadline is not None else now
