@@ -33,6 +33,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from core.settings import DatabaseSettings
 
 CONNECT_TIMEOUT_S = 5
+BACKGROUND_LOCK_TIMEOUT_MS = 30_000  # a background task waits no longer for a lock: it retries
 STALL_GRACE_MS = 1_000  # the client waits this much past statement_timeout: the server's own
 # timeout (a certain rollback, answered) fires first whenever the server is running at all
 CHECK_CLIENT_MS = 1_000  # a backend whose client has gone stops its statement within this
@@ -274,14 +275,26 @@ class Connector:
     commands, which run each piece of work in an event loop of its own (a pool would not
     outlive it) and whose work commits step by step."""
 
-    def __init__(self, url: str, connect_timeout_s: int = CONNECT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        url: str,
+        connect_timeout_s: int = CONNECT_TIMEOUT_S,
+        lock_timeout_ms: int = BACKGROUND_LOCK_TIMEOUT_MS,
+    ) -> None:
         self.url = url
         self.connect_timeout_s = connect_timeout_s
+        self.lock_timeout_ms = lock_timeout_ms
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[Conn]:
-        """A new connection, closed when the block ends."""
+        """A new connection, closed when the block ends; a statement that waits for a lock
+        longer than ``lock_timeout_ms`` fails (``LockNotAvailable``) instead of holding the task
+        (and its worker slot) for as long as another session keeps the lock."""
         async with await AsyncConnection.connect(
-            self.url, autocommit=True, row_factory=dict_row, connect_timeout=self.connect_timeout_s
+            self.url,
+            autocommit=True,
+            row_factory=dict_row,
+            connect_timeout=self.connect_timeout_s,
+            options=f"-c lock_timeout={self.lock_timeout_ms}",
         ) as conn:
             yield conn

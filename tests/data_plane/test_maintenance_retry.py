@@ -6,14 +6,18 @@ The orphan GC task runs (eagerly, in this process) against the real SeaweedFS wr
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from typing import Any
 
+import psycopg
 import pytest
 
+from core.db import Connector
 from data_plane import tasks
 from data_plane.faults import FaultyObjectStore
+from data_plane.maintenance import cleanup
 from data_plane.maintenance.cleanup import list_objects
 from data_plane.write.writer import segment_key
 from tests.data_plane.stored import exists, object_store
@@ -88,3 +92,23 @@ def test_orphan_collection_lists_only_the_hours_since_its_last_run(
         recording.prefixes
     )
     assert len(recording.prefixes) <= 2  # this hour (and the previous one just after it turns)
+
+
+def test_a_background_run_that_waits_for_a_lock_gives_up_instead_of_hanging(
+    services: Services,
+) -> None:
+    """A session holding a lock the orphan GC needs makes the run fail within its lock timeout
+    (an outage its task retries), never hold the worker for as long as the lock is kept."""
+    with psycopg.connect(services.database_url) as holder:
+        holder.execute("LOCK TABLE segment_objects IN ACCESS EXCLUSIVE MODE")
+        connector = Connector(services.database_url, lock_timeout_ms=300)
+
+        async def collect() -> None:
+            async with connector.connection() as conn:
+                await cleanup.collect_orphans(conn, object_store(), grace_s=2)
+
+        started = time.monotonic()
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            asyncio.run(collect())
+        assert time.monotonic() - started < 30  # the S3 listing and the 0.3 s wait, not the lock
+        holder.rollback()
