@@ -85,6 +85,9 @@ class RecordAppender:
         self.publisher = publisher
         self._producers: dict[tuple[int, str, int], _ProducerState] = {}
         self._inflight: dict[tuple[str, str], asyncio.Future[Appended]] = {}
+        # The last batch to arrive per producer, topic and partition: each batch waits for the
+        # one before it, in arrival order (a producer pipelines up to five), before its check.
+        self._tails: dict[tuple[int, str, int], asyncio.Future[None]] = {}
 
     async def next_producer_id(self) -> int:
         """A producer id no other producer of any replica ever had."""
@@ -115,12 +118,22 @@ class RecordAppender:
         if original is not None:
             first = await asyncio.shield(original)
             return first._replace(duplicate=True)
-        await self._follow(route.target.id, partition, producer)
-        committed = await self.publisher.committed_keys(route.target.id, [key])
-        if key in committed:
-            found = committed[key]
-            return Appended(found.offset, found.timestamp_ms, duplicate=True)
-        return await self._write_once(route, partition, messages, size, producer)
+        where = (producer.producer_id, route.target.id, partition)
+        previous, mine = self._tails.get(where), asyncio.get_running_loop().create_future()
+        self._tails[where] = mine  # joined the line before any wait: arrival order is kept
+        try:
+            if previous is not None:
+                await asyncio.shield(previous)  # the batch sent before this one has its answer
+            await self._follow(route.target.id, partition, producer)
+            committed = await self.publisher.committed_keys(route.target.id, [key])
+            if key in committed:
+                found = committed[key]
+                return Appended(found.offset, found.timestamp_ms, duplicate=True)
+            return await self._write_once(route, partition, messages, size, producer)
+        finally:
+            mine.set_result(None)
+            if self._tails.get(where) is mine:
+                del self._tails[where]
 
     async def _follow(self, topic_id: str, partition: int, producer: ProducerBatch) -> None:
         """Wait for the producer's previous batch to this partition; refuse a gap."""

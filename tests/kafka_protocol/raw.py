@@ -8,6 +8,7 @@ import datetime
 import io
 import socket
 import struct
+import time
 from typing import Any
 
 from kio.schema.request_header.v1.header import RequestHeader as HeaderV1
@@ -87,6 +88,28 @@ class RawClient:
         response."""
         response = self.request(Api.PRODUCE, version, **_produce(topic, partition, batch, -1))
         return response, response.responses[0].partition_responses[0]
+
+    def produce_pipelined(
+        self, topic: str, partition: int, batches: list[bytes], pause_s: float
+    ) -> list[Any]:
+        """The first batch, then after ``pause_s`` the others at once, each its own ``acks=all``
+        Produce request on this connection without waiting for answers (as a producer with
+        several requests in flight does); each partition response, in order."""
+        frames = [
+            self.frame(Api.PRODUCE, 9, **_produce(topic, partition, batch, -1)) for batch in batches
+        ]
+        sized = [struct.pack(">i", len(frame)) + frame for frame in frames]
+        self.sock.sendall(sized[0])
+        time.sleep(pause_s)
+        self.sock.sendall(b"".join(sized[1:]))
+        response_cls = wire.response_type(Api.PRODUCE, 9)
+        offset = 4 + (1 if response_cls.__flexible__ else 0)
+        answers = []
+        for _ in frames:
+            (size,) = struct.unpack(">i", self._read(4))
+            response, _ = entity_reader(response_cls)(self._read(size), offset)
+            answers.append(response.responses[0].partition_responses[0])
+        return answers
 
     def produce_unacknowledged(self, topic: str, partition: int, batch: bytes) -> None:
         """One ``acks=0`` Produce request: nothing comes back."""

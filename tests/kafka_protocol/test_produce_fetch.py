@@ -161,6 +161,26 @@ def test_a_retried_batch_is_answered_with_its_first_offsets(
     assert [m["data"] for m in browse(kafka_api, tenant, topic)["messages"]] == [1, 2, 3, 4]
 
 
+def test_pipelined_batches_of_one_producer_are_stored_in_their_order(
+    kafka_api: KafkaApi, tenant: Tenant, unique: Names
+) -> None:
+    """Four batches in flight at once on one connection (the first one being written as the
+    others arrive): each follows the one sent before it, none is refused as out of order."""
+    topic = unique("pipelined")
+    create_topic(kafka_api, tenant, topic)
+    raw = RawClient(kafka_api.bootstrap)
+    assert raw.login(tenant.key).error_code == 0
+    producer = raw.request(
+        Api.INIT_PRODUCER_ID, 4, transactional_id=None, transaction_timeout=60000
+    )
+    pid = producer.producer_id
+    batches = [batch_of([b"%d" % (2 * n), b"%d" % (2 * n + 1)], pid, 2 * n) for n in range(4)]
+    answers = raw.produce_pipelined(topic, 0, batches, pause_s=0.002)
+    raw.close()
+    assert [(a.error_code, a.base_offset) for a in answers] == [(0, 0), (0, 2), (0, 4), (0, 6)]
+    assert [m["data"] for m in browse(kafka_api, tenant, topic)["messages"]] == list(range(8))
+
+
 def test_offsets_earliest_latest_and_by_time(
     kafka_api: KafkaApi, tenant: Tenant, unique: Names
 ) -> None:
