@@ -17,17 +17,14 @@ from litestar.params import FromPath
 
 from control_plane.dashboard.group_page import render_group
 from control_plane.dashboard.pages import env_path, field, form_fields, page, redirect
-from control_plane.dashboard.scope import caller, environment
-from control_plane.dashboard.sessions import require_csrf, require_session, session_of
+from control_plane.dashboard.scope import caller, environment, topic_manager
+from control_plane.dashboard.sessions import require_csrf, require_session
 from control_plane.dashboard.topic_page import render_topic
 from control_plane.edge.bodies import read_form
 from control_plane.edge.errors import status_for
 from control_plane.edge.resources import data_plane_of
 from core.errors import ClientError, ValidationFailed
 from data_plane.service import DataPlane, GroupConfigRequest
-from tenants.access import EnvironmentAccess
-from tenants.team.audit import Actor
-from tenants.team.service import TeamService
 
 MAX_HOOK_CHARS = 16_384
 
@@ -84,14 +81,13 @@ class FairPages(Controller):
     async def configure_fairness(
         self,
         request: Request[Any, Any, Any],
-        team: NamedDependency[TeamService],
         data_plane: NamedDependency[DataPlane],
         env_id: FromPath[str],
         topic: FromPath[str],
         group: FromPath[str],
     ) -> Response[Any]:
         """Fairness on or off, its weights, default weight and quantum; the onFailure hook."""
-        access, actor = await _allowed(request, team, env_id)
+        access, actor = await topic_manager(request, env_id)
         fields = await form_fields(request)
         try:
             hook = await _hook_field(request, "on_failure")
@@ -111,13 +107,12 @@ class FairPages(Controller):
     async def set_hook(
         self,
         request: Request[Any, Any, Any],
-        team: NamedDependency[TeamService],
         data_plane: NamedDependency[DataPlane],
         env_id: FromPath[str],
         topic: FromPath[str],
     ) -> Response[Any]:
         """Set the topic's onEnqueue hook, or remove it (an empty source)."""
-        access, actor = await _allowed(request, team, env_id)
+        access, actor = await topic_manager(request, env_id)
         try:
             source = (await _hook_field(request, "on_enqueue")).strip() or None
             await data_plane.topics.update(caller(access), topic, actor, on_enqueue=source)
@@ -146,12 +141,11 @@ class ConfigPages(Controller):
     async def set_entry(
         self,
         request: Request[Any, Any, Any],
-        team: NamedDependency[TeamService],
         data_plane: NamedDependency[DataPlane],
         env_id: FromPath[str],
     ) -> Response[Any]:
         """Create or replace a key."""
-        access, _ = await _allowed(request, team, env_id)
+        access, _ = await topic_manager(request, env_id)
         fields = await form_fields(request)
         key, value = field(fields, "key"), field(fields, "value", strip=False)
         try:
@@ -167,12 +161,11 @@ class ConfigPages(Controller):
     async def delete_entry(
         self,
         request: Request[Any, Any, Any],
-        team: NamedDependency[TeamService],
         data_plane: NamedDependency[DataPlane],
         env_id: FromPath[str],
     ) -> Response[Any]:
         """Remove a key."""
-        access, _ = await _allowed(request, team, env_id)
+        access, _ = await topic_manager(request, env_id)
         key = field(await form_fields(request), "key")
         try:
             await data_plane.config.delete(caller(access), key)
@@ -202,12 +195,3 @@ async def render_config(
         entries=listed.entries,
         form=form or {"key": "", "value": ""},
     )
-
-
-async def _allowed(
-    request: Request[Any, Any, Any], team: TeamService, env_id: str
-) -> tuple[EnvironmentAccess, Actor]:
-    """The environment, if the user's role may manage topics (403 otherwise)."""
-    session = session_of(request)
-    access = await team.environment(session.user_id, env_id, "manage_topics")
-    return access, Actor.user(session.user_id, session.email)

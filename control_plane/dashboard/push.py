@@ -10,10 +10,9 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath
 
 from control_plane.dashboard.group_page import render_group
-from control_plane.dashboard.scope import caller
-from control_plane.dashboard.sessions import require_csrf, require_session, session_of
+from control_plane.dashboard.scope import caller, topic_manager
+from control_plane.dashboard.sessions import require_csrf, require_session
 from data_plane.service import DataPlane
-from tenants.team.service import TeamService
 
 
 class PushPages(Controller):
@@ -27,14 +26,12 @@ class PushPages(Controller):
     async def test_push(
         self,
         request: Request[Any, Any, Any],
-        team: NamedDependency[TeamService],
         data_plane: NamedDependency[DataPlane],
         env_id: FromPath[str],
         topic: FromPath[str],
         group: FromPath[str],
     ) -> Response[Any]:
         """POST a ``push.test`` event, signed, to the group's endpoint; the page shows how it went."""
-        session = session_of(request)
-        access = await team.environment(session.user_id, env_id, "manage_topics")
+        access, _ = await topic_manager(request, env_id)
         tested = await data_plane.push.test(caller(access), topic, group)
         return await render_group(request, env_id, topic, group, tested=tested)

@@ -11,6 +11,7 @@ from control_plane.edge.resources import team_of
 from data_plane.service import Scope
 from observability.logging import bind
 from tenants.access import EnvironmentAccess
+from tenants.team.audit import Actor
 
 
 async def environment(
@@ -27,3 +28,13 @@ async def environment(
 def caller(access: EnvironmentAccess) -> Scope:
     """Who the data plane serves for a page: the environment the user works in."""
     return Scope(access.organisation.id, access.environment.id)
+
+
+async def topic_manager(
+    request: Request[Any, Any, Any], environment_id: str
+) -> tuple[EnvironmentAccess, Actor]:
+    """The environment, if the user's role may manage topics (403 otherwise), and the user as
+    the audit log names them."""
+    access = await environment(request, environment_id, "manage_topics")
+    session = session_of(request)
+    return access, Actor.user(session.user_id, session.email)

@@ -18,15 +18,12 @@ from litestar.params import FromPath
 
 from control_plane.dashboard.group_page import render_group
 from control_plane.dashboard.pages import env_path, field, form_fields, redirect
-from control_plane.dashboard.scope import caller
-from control_plane.dashboard.sessions import require_csrf, require_session, session_of
+from control_plane.dashboard.scope import caller, topic_manager
+from control_plane.dashboard.sessions import require_csrf, require_session
 from control_plane.dashboard.topic_page import render_topic
 from control_plane.edge.errors import status_for
 from core.errors import ClientError, ValidationFailed
 from data_plane.service import DataPlane, GroupConfigRequest
-from tenants.access import EnvironmentAccess
-from tenants.team.audit import Actor
-from tenants.team.service import TeamService
 
 GROUP_FIELDS = (
     "start_from",
@@ -88,13 +85,12 @@ class TopicAdminPages(Controller):
     async def update(
         self,
         request: Request[Any, Any, Any],
-        team: NamedDependency[TeamService],
         data_plane: NamedDependency[DataPlane],
         env_id: FromPath[str],
         topic: FromPath[str],
     ) -> Response[Any]:
         """Raise partitions, change retention or latency class."""
-        access, actor = await _allowed(request, team, env_id)
+        access, actor = await topic_manager(request, env_id)
         fields = await form_fields(request)
         try:
             changes = parse_topic_settings(fields)
@@ -111,13 +107,12 @@ class TopicAdminPages(Controller):
     async def delete(
         self,
         request: Request[Any, Any, Any],
-        team: NamedDependency[TeamService],
         data_plane: NamedDependency[DataPlane],
         env_id: FromPath[str],
         topic: FromPath[str],
     ) -> Response[Any]:
         """Delete once the topic's name was typed; its data goes in the background."""
-        access, actor = await _allowed(request, team, env_id)
+        access, actor = await topic_manager(request, env_id)
         if field(await form_fields(request), "confirm") != topic:
             problem = f"Type the topic's name, {topic}, to delete it."
             return await render_topic(request, env_id, topic, status=422, delete_error=problem)
@@ -130,14 +125,13 @@ class TopicAdminPages(Controller):
     async def configure_group(
         self,
         request: Request[Any, Any, Any],
-        team: NamedDependency[TeamService],
         data_plane: NamedDependency[DataPlane],
         env_id: FromPath[str],
         topic: FromPath[str],
         group: FromPath[str],
     ) -> Response[Any]:
         """Start, ack timeout, in-flight window, session timeout, dead letters, alert level."""
-        access, actor = await _allowed(request, team, env_id)
+        access, actor = await topic_manager(request, env_id)
         fields = await form_fields(request)
         try:
             settings = parse_group_settings(fields)
@@ -151,12 +145,3 @@ class TopicAdminPages(Controller):
             )
         path = env_path(env_id, "topics", topic, "groups", group)
         return redirect(path, notice="group-configured")
-
-
-async def _allowed(
-    request: Request[Any, Any, Any], team: TeamService, env_id: str
-) -> tuple[EnvironmentAccess, Actor]:
-    """The environment, if the user's role may manage topics (403 otherwise)."""
-    session = session_of(request)
-    access = await team.environment(session.user_id, env_id, "manage_topics")
-    return access, Actor.user(session.user_id, session.email)
