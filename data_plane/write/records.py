@@ -75,7 +75,6 @@ class Appended(NamedTuple):
 class _ProducerState:
     epoch: int
     next_sequence: int
-    pending: asyncio.Future[Appended] | None = None
 
 
 class RecordAppender:
@@ -136,15 +135,11 @@ class RecordAppender:
                 del self._tails[where]
 
     async def _follow(self, topic_id: str, partition: int, producer: ProducerBatch) -> None:
-        """Wait for the producer's previous batch to this partition; refuse a gap."""
+        """Refuse a gap after the producer's previous batch to this partition (which has its
+        answer: batches wait for the one sent before them)."""
         state = self._producers.get((producer.producer_id, topic_id, partition))
         if state is None or state.epoch != producer.epoch:
             return
-        if state.pending is not None and not state.pending.done():
-            try:
-                await asyncio.shield(state.pending)
-            except Exception:
-                raise OutOfOrderSequence(state.next_sequence, producer.base_sequence) from None
         if producer.base_sequence > state.next_sequence:  # a retried earlier batch is fine
             raise OutOfOrderSequence(state.next_sequence, producer.base_sequence)
 
@@ -161,10 +156,6 @@ class RecordAppender:
         future: asyncio.Future[Appended] = asyncio.get_running_loop().create_future()
         future.add_done_callback(consume_exception)
         self._inflight[(topic_id, producer.key(partition))] = future
-        if len(self._producers) >= MAX_PRODUCER_STATES:
-            self._producers.clear()
-        state = self._producers.setdefault(where, _ProducerState(producer.epoch, 0))
-        state.epoch, state.pending = producer.epoch, future
         try:
             appended = await self._write(route, partition, messages, size, producer)
         except BaseException as exc:
@@ -174,7 +165,11 @@ class RecordAppender:
             raise
         finally:
             self._inflight.pop((topic_id, producer.key(partition)), None)
-        state.next_sequence = producer.next_sequence
+        # Known only once written: a failed first batch leaves the producer unknown, so its
+        # retry is taken (not refused against a sequence it never reached).
+        if len(self._producers) >= MAX_PRODUCER_STATES:
+            self._producers.clear()
+        self._producers[where] = _ProducerState(producer.epoch, producer.next_sequence)
         future.set_result(appended)
         return appended
 
