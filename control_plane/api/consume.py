@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -232,7 +232,7 @@ class ConsumeController(Controller):
         stream = await data_plane.stream(
             auth_context(request), topic, group, member_id, STREAM_BATCH, max_in_flight
         )
-        return EventStream(_events(stream, member_id, data_plane.stream_ended))
+        return EventStream(_events(stream, member_id))
 
     @post("/ack", summary="Acknowledge messages (batched)", status_code=200)
     async def ack(
@@ -355,21 +355,11 @@ class ConsumeController(Controller):
         return {"partitions": partitions}
 
 
-async def _events(
-    stream: Stream, member_id: str, ended: Callable[[Stream], None]
-) -> AsyncIterator[bytes]:
+async def _events(stream: Stream, member_id: str) -> AsyncIterator[bytes]:
     """The stream's deliveries as ``message`` events, a comment when a pull found nothing; ends
     with an ``error`` event when the member is gone or the stream fails, when a newer stream of
     the member took over, or when the server stops (after sending what it pulled: the client
     reconnects elsewhere)."""
-    try:
-        async for chunk in _framed(stream, member_id):
-            yield chunk
-    finally:
-        ended(stream)
-
-
-async def _framed(stream: Stream, member_id: str) -> AsyncIterator[bytes]:
     yield retry_field(RECONNECT_MS)
     try:
         async with aclosing(stream.batches()) as batches:

@@ -48,9 +48,11 @@ class Stream:
         stopping: Callable[[], bool],
         batch: int,
         member_id: str = "",
+        on_end: Callable[[Stream], None] = lambda stream: None,
     ) -> None:
         self.first = first
         self.member_id = member_id
+        self._on_end = on_end
         self._pull_again = pull_again
         self._listener = listener
         self._stopping = stopping
@@ -70,18 +72,21 @@ class Stream:
     async def batches(self) -> AsyncGenerator[Pulled, None]:
         """The pulls, first one first; close it (``aclose``) to stop early."""
         pulled, look_again = self.first, True  # registered after the first pull: look once more
-        with self._listener.watch(pulled.ref.topic_id, pulled.partitions) as watch:
-            self._watch = watch
-            watch.full = pulled.full
-            while True:
-                yield pulled
-                if self._over():
-                    return
-                if not look_again and len(pulled.deliveries) < self._batch:
-                    await watch.wait(wait_s(pulled, KEEPALIVE_S))
+        try:
+            with self._listener.watch(pulled.ref.topic_id, pulled.partitions) as watch:
+                self._watch = watch
+                watch.full = pulled.full
+                while True:
+                    yield pulled
                     if self._over():
                         return
-                look_again = False
-                watch.event.clear()
-                pulled = await self._pull_again(pulled)
-                watch.partitions, watch.full = pulled.partitions, pulled.full
+                    if not look_again and len(pulled.deliveries) < self._batch:
+                        await watch.wait(wait_s(pulled, KEEPALIVE_S))
+                        if self._over():
+                            return
+                    look_again = False
+                    watch.event.clear()
+                    pulled = await self._pull_again(pulled)
+                    watch.partitions, watch.full = pulled.partitions, pulled.full
+        finally:
+            self._on_end(self)

@@ -264,14 +264,16 @@ class DataPlane:
             rearm()  # each pull of a stream gets the request's whole time for PostgreSQL
             return self._pull(environment_id, previous.ref, member_id, batch, previous)
 
-        stream = Stream(first, pull_again, self.listener, self.stopping.is_set, batch, member_id)
+        stream = Stream(
+            first, pull_again, self.listener, self.stopping.is_set, batch, member_id, self._ended
+        )
         key = (ref.id, member_id)
         if (older := self._member_streams.get(key)) is not None:
             older.replace()  # one stream per member in a process: the newest serves it
         self._member_streams[key] = stream
         return stream
 
-    def stream_ended(self, stream: Stream) -> None:
+    def _ended(self, stream: Stream) -> None:
         """Forget a stream that ended (a newer one of its member stays registered)."""
         key = (stream.first.ref.id, stream.member_id)
         if self._member_streams.get(key) is stream:
