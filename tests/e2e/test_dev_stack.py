@@ -43,6 +43,26 @@ class DevPorts:
             free_port_block(),
         )
 
+    @classmethod
+    def pick_with_squatter(cls, service: str) -> tuple[DevPorts, socket.socket]:
+        """Free ports and a socket listening on ``service``'s port, so that port is taken.
+
+        Picking a port and binding it later races the other test workers (and TIME_WAIT), so
+        the squatter binds while picking and a taken port means picking again.
+        """
+        for _ in range(50):
+            ports = cls.pick()
+            squatter = socket.socket()
+            squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                squatter.bind(("127.0.0.1", getattr(ports, service)))
+                squatter.listen()
+            except OSError:
+                squatter.close()
+                continue
+            return ports, squatter
+        raise RuntimeError(f"no free port to squat for {service}")
+
     def env(self, data_dir: Path) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith("QUEUECORE_")}
         return {
@@ -183,10 +203,8 @@ def test_dev_stack_lifecycle(tmp_path: Path) -> None:
 
 
 def test_port_taken_is_a_clear_error_not_a_hang(tmp_path: Path) -> None:
-    ports = DevPorts.pick()
-    with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", ports.http))
-        squatter.listen()
+    ports, squatter = DevPorts.pick_with_squatter("http")
+    with squatter:
         started = time.monotonic()
         result = subprocess.run(
             [sys.executable, "-m", "infra.cli", "dev"],
@@ -201,10 +219,8 @@ def test_port_taken_is_a_clear_error_not_a_hang(tmp_path: Path) -> None:
 
 
 def test_embedded_service_port_taken_names_its_setting(tmp_path: Path) -> None:
-    ports = DevPorts.pick()
-    with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", ports.redis))
-        squatter.listen()
+    ports, squatter = DevPorts.pick_with_squatter("redis")
+    with squatter:
         result = subprocess.run(
             [sys.executable, "-m", "infra.cli", "dev"],
             env=ports.env(tmp_path / "data"),
