@@ -639,6 +639,14 @@ def read_cache_max_bytes() -> int:
     return _int("READ_CACHE_MAX_BYTES", DEFAULT_READ_CACHE_MAX_BYTES, 0, 1 << 40)
 
 
+def pulls_in_flight(pool_max: int, env: Mapping[str, str] | None = None) -> int:
+    """``QUEUECORE_DELIVERY_PULLS_IN_FLIGHT``: lease statements (pulls, streams' pulls) one
+    process runs at once, shared fairly between organisations (data_plane.delivery.shares);
+    default three quarters of the pool, so publishes, acks and heartbeats always find a
+    connection."""
+    return _int("DELIVERY_PULLS_IN_FLIGHT", max(1, pool_max * 3 // 4), 1, pool_max, env)
+
+
 DEFAULT_ORPHAN_GRACE_S = 15 * 60
 
 
@@ -719,6 +727,7 @@ class DataPlaneSettings:
     push: PushSettings
     traffic_flush_s: int  # how often the per-topic traffic counters are written
     orphan_grace_s: int
+    pulls_in_flight: int = 7  # lease statements at once (three quarters of a pool of 10)
 
     @classmethod
     def from_env(cls) -> DataPlaneSettings:
@@ -733,6 +742,7 @@ class DataPlaneSettings:
             push=push(),
             traffic_flush_s=meter().flush_s,
             orphan_grace_s=orphan_grace_s(),
+            pulls_in_flight=pulls_in_flight(database().pool_max),
         )
 
 

@@ -17,15 +17,17 @@ import time
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass
 
+from psycopg_pool import PoolTimeout
 from redis.asyncio import Redis
 
-from core.db import AsyncPool, Conn, rearm
+from core.db import AsyncPool, Conn, rearm, remaining_s
 from core.object_store import ObjectStore
 from core.sealed import Sealer
 from core.settings import DataPlaneSettings
 from data_plane import delivery
 from data_plane.config.service import ConfigCache
 from data_plane.delivery import AckOutcome, AckRejected, GroupRef, GroupRefCache, Pulled, stats
+from data_plane.delivery.shares import PullShares
 from data_plane.delivery.stats import GroupStats
 from data_plane.delivery.throttle import Buckets, Throttle
 from data_plane.delivery.triage import SlowDeliveryTriage
@@ -49,6 +51,7 @@ from data_plane.service.push import Push
 from data_plane.service.records import Records
 from data_plane.service.scope import Caller, in_group
 from data_plane.service.topics import Topics
+from data_plane.service.weights import OrgWeights
 from data_plane.topics.schemas import PublishRequest
 from data_plane.topics.traffic import TrafficCounter, TrafficFlusher
 from data_plane.write.accounting import Producer, ProducerSink
@@ -151,6 +154,11 @@ class DataPlane:
         self.config_cache = ConfigCache(db)
         self.buckets = Buckets(redis)
         self.config = RuntimeConfig(db, self.config_cache)
+        # Lease statements in flight, shared between organisations by their tiers' weights.
+        self.org_weights = OrgWeights(db)
+        self.pull_shares = PullShares(
+            config.pulls_in_flight, weight_of=self.org_weights, patience_s=self._pull_patience_s
+        )
 
     async def start(self) -> None:
         """Start the writer's flush loop, the LISTEN connection, the pulse and the traffic flusher."""
@@ -167,6 +175,7 @@ class DataPlane:
         await self.pulse.stop()
         await self.traffic_flusher.stop()
         await self.hook_error_flusher.stop()
+        await self.org_weights.close()
 
     def stop_waiting(self) -> None:
         """Set :attr:`stopping` and wake every waiting long-poll and stream to answer now."""
@@ -234,7 +243,7 @@ class DataPlane:
             while True:
                 watch.event.clear()
                 rearm()  # each pull gets the request's whole time for PostgreSQL
-                pulled = await self._pull(environment_id, ref, member_id, max_messages, pulled)
+                pulled = await self._pull(caller, ref, member_id, max_messages, pulled)
                 ref, watch.partitions, watch.full = pulled.ref, pulled.partitions, pulled.full
                 remaining = deadline - loop.time()
                 if pulled.deliveries or remaining <= 0 or self.stopping.is_set():
@@ -258,11 +267,11 @@ class DataPlane:
         ref = await self._group_ref(environment_id, topic, group)
         if window is not None:
             ref = await self._set_window(environment_id, ref, member_id, window)
-        first = await self._pull(environment_id, ref, member_id, batch)
+        first = await self._pull(caller, ref, member_id, batch)
 
         def pull_again(previous: Pulled) -> Awaitable[Pulled]:
             rearm()  # each pull of a stream gets the request's whole time for PostgreSQL
-            return self._pull(environment_id, previous.ref, member_id, batch, previous)
+            return self._pull(caller, previous.ref, member_id, batch, previous)
 
         stream = Stream(
             first, pull_again, self.listener, self.stopping.is_set, batch, member_id, self._ended
@@ -399,6 +408,11 @@ class DataPlane:
         limits = await self.config_cache.throttles(environment_id)
         return Throttle(self.buckets, environment_id, limits)
 
+    def _pull_patience_s(self) -> float:
+        """How long a pull may wait for its share: as long as for a pooled connection."""
+        left = remaining_s()
+        return self.db.timeout if left is None else min(self.db.timeout, left)
+
     async def _group_ref(self, environment_id: str, topic: str, group: str) -> GroupRef:
         """The group, from the process's cache when it is there."""
         ref = self.group_refs.cached(environment_id, topic, group)
@@ -432,30 +446,38 @@ class DataPlane:
 
     async def _pull(
         self,
-        environment_id: str,
+        caller: Caller,
         ref: GroupRef,
         member_id: str,
         limit: int,
         previous: Pulled | None = None,
     ) -> Pulled:
         """One pull, metered; ``previous``, the member's last pull in this request, says what
-        it owned."""
+        it owned. It runs in one of the caller's organisation's shares of the pulls in flight."""
+        environment_id, organisation_id = caller.environment_id, caller.organisation_id
         owned = None if previous is None else len(previous.partitions)
         started_s = time.perf_counter()
-        async with self.db.connection() as conn:
-            acquire_s = time.perf_counter() - started_s
-            throttle = functools.partial(self._throttle, environment_id)
-            try:
-                pulled = await delivery.pull(
-                    conn, self.reader, ref, member_id, limit, owned, throttle=throttle
-                )
-            except (groups.MemberNotFound, groups.GroupTopicNotFound):
-                moved = await self._moved(conn, environment_id, ref)
-                if moved is None:
-                    raise
-                pulled = await delivery.pull(
-                    conn, self.reader, moved, member_id, limit, throttle=throttle
-                )
+        try:  # the wait for a slot counts as the wait for a connection
+            await self.pull_shares.acquire(organisation_id)
+        except TimeoutError:
+            raise PoolTimeout("no connection for a pull in time") from None
+        try:
+            async with self.db.connection() as conn:
+                acquire_s = time.perf_counter() - started_s
+                throttle = functools.partial(self._throttle, environment_id)
+                try:
+                    pulled = await delivery.pull(
+                        conn, self.reader, ref, member_id, limit, owned, throttle=throttle
+                    )
+                except (groups.MemberNotFound, groups.GroupTopicNotFound):
+                    moved = await self._moved(conn, environment_id, ref)
+                    if moved is None:
+                        raise
+                    pulled = await delivery.pull(
+                        conn, self.reader, moved, member_id, limit, throttle=throttle
+                    )
+        finally:
+            self.pull_shares.release(organisation_id)
         if self.delivery_triage is not None:
             now_s = time.perf_counter()
             self.delivery_triage.observe_pull(
