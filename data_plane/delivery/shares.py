@@ -3,14 +3,18 @@
 A pull (a long-poll's or a stream's) takes a slot before it takes a pooled connection, and gives
 it back once the connection is returned; a long-poll waiting for messages holds none. While a
 slot is free a pull takes it at once (no task switch). When all are taken, pulls wait in one
-queue per organisation and a freed slot goes to the next organisation by weighted deficit round
-robin (each pull costs 1; each turn adds the organisation's tier weight,
-:func:`tenants.tiers.tier_weight`), oldest pull first within an organisation. While another
-organisation waits, one organisation holds at most ``cap`` slots, so a quiet organisation's pull
-waits for at most one release; alone, an organisation may hold them all.
+queue per organisation, oldest first, and a freed slot goes to an organisation by weighted round
+robin in its per-grant form (start-time fair queueing): each grant costs an organisation
+``1 / weight`` of virtual time (its tier's weight, :func:`tenants.tiers.tier_weight`) and the
+waiting organisation with the earliest tag is served, so under contention grants follow the
+weights (10:1 gives ten to one) interleaved, not in bursts of ``weight``. An organisation that
+starts waiting starts at the current virtual time: no credit for its idle time, and a newcomer
+is served within about one grant. While another organisation waits, one organisation holds at
+most ``cap`` slots (by default all but one); alone, it may hold them all.
 
 The slots (``QUEUECORE_DELIVERY_PULLS_IN_FLIGHT``, by default three quarters of the pool) are
-fewer than the pool's connections, so publishes, acks and heartbeats always find one. The writer's share between organisations is :mod:`data_plane.write.fair`.
+fewer than the pool's connections, so publishes, acks and heartbeats always find one. The
+writer's share between organisations is :mod:`data_plane.write.fair`.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
+from fractions import Fraction  # exact tags: 10 grants of 1/10 make exactly 1
+
+MAX_TAGS = 4096  # organisations remembered after they stop waiting, before the stale are pruned
 
 
 def _weight_one(organisation_id: str) -> int:
@@ -29,7 +36,7 @@ def _forever() -> float | None:
 
 
 class PullShares:
-    """Slots for lease statements in flight, granted to waiting organisations by weighted DRR."""
+    """Slots for lease statements in flight, granted to waiting organisations by their weights."""
 
     def __init__(
         self,
@@ -44,10 +51,12 @@ class PullShares:
         self._weight_of = weight_of  # asked only when an organisation starts waiting
         self._patience_s = patience_s  # how long a pull may wait (None: as long as it takes)
         self._held: dict[str, int] = {}
-        self._queues: dict[str, deque[asyncio.Future[None]]] = {}
-        self._ring: deque[str] = deque()  # organisations waiting, the next served first
-        self._deficit: dict[str, int] = {}
-        self._weights: dict[str, int] = {}
+        self._queues: dict[str, deque[asyncio.Future[None]]] = {}  # in order of first wait
+        self._weights: dict[str, int] = {}  # of the organisations waiting
+        self._now = Fraction(0)  # virtual time: the tag of the last grant
+        # Each organisation's next start tag (for one no longer waiting: where its last grant
+        # ended, so leaving and coming back gains nothing).
+        self._tags: dict[str, Fraction] = {}
 
     def held(self, organisation_id: str) -> int:
         """Slots the organisation holds."""
@@ -84,42 +93,34 @@ class PullShares:
         else:
             del self._held[organisation_id]
         self.free += 1
-        while self.free and self._ring:
+        while self.free and self._queues:
             owner = self._next()
             queue = self._queues[owner]
             granted = queue.popleft()
+            if not granted.done():  # done: cancelled, its task not yet resumed to forget it
+                self._now = self._tags[owner]
+                self._tags[owner] += Fraction(1, self._weights[owner])
+                self.free -= 1
+                self._held[owner] = self._held.get(owner, 0) + 1
+                granted.set_result(None)
             if not queue:
                 self._drop(owner)
-            if granted.done():
-                continue  # cancelled, its task not yet resumed to forget it
-            self.free -= 1
-            self._held[owner] = self._held.get(owner, 0) + 1
-            granted.set_result(None)
 
     def _enqueue(self, organisation_id: str, granted: asyncio.Future[None]) -> None:
         queue = self._queues.get(organisation_id)
         if queue is None:
             queue = self._queues[organisation_id] = deque()
-            self._ring.append(organisation_id)
-            self._deficit[organisation_id] = 0
             self._weights[organisation_id] = max(1, self._weight_of(organisation_id))
+            self._tags[organisation_id] = max(self._now, self._tags.get(organisation_id, self._now))
         queue.append(granted)
 
     def _next(self) -> str:
-        """The organisation whose pull gets the next slot (deficit round robin, cost 1)."""
-        ring = self._ring
-        if len(ring) > 1:  # another organisation waits: skip those at their cap
-            for _ in range(len(ring)):
-                if self._held.get(ring[0], 0) < self.cap:
-                    break
-                ring.rotate(-1)
-        owner = ring[0]
-        if self._deficit[owner] < 1:
-            self._deficit[owner] += self._weights[owner]
-        self._deficit[owner] -= 1
-        if self._deficit[owner] < 1:
-            ring.rotate(-1)  # its turn is used up: the next organisation's comes
-        return owner
+        """The waiting organisation with the earliest tag; while several wait, one at its cap
+        is passed over (unless all are)."""
+        waiting = list(self._queues)
+        if len(waiting) > 1:
+            waiting = [o for o in waiting if self._held.get(o, 0) < self.cap] or waiting
+        return min(waiting, key=self._tags.__getitem__)  # a tie: the one waiting longest
 
     def _forget(self, organisation_id: str, granted: asyncio.Future[None]) -> None:
         queue = self._queues.get(organisation_id)
@@ -131,6 +132,7 @@ class PullShares:
 
     def _drop(self, organisation_id: str) -> None:
         del self._queues[organisation_id]
-        del self._deficit[organisation_id]  # an organisation that stops waiting keeps no credit
         del self._weights[organisation_id]
-        self._ring.remove(organisation_id)
+        if len(self._tags) > MAX_TAGS:
+            now = self._now
+            self._tags = {o: t for o, t in self._tags.items() if t > now or o in self._queues}

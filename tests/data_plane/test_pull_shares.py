@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
+from core import settings
+from core.db import async_pool
+from core.object_store import S3ObjectStore
+from core.settings import DatabaseSettings, DataPlaneSettings
 from data_plane.delivery.shares import PullShares
+from data_plane.groups import service as groups
+from data_plane.service import DataPlane, Scope
+from data_plane.write.writer import TopicTarget
+from tests.data_plane.test_delivery_triage import SlowGets
+from tests.data_plane.test_triage import AT_ONCE, new_target, one
+from tests.support.services import Services
+
+Pull = tuple[DataPlane, Scope, str, str, str]  # what a pull needs
 
 
 async def settle() -> None:
@@ -49,9 +62,10 @@ def test_an_uncontended_pull_takes_its_slot_without_waiting() -> None:
     asyncio.run(test())
 
 
-def test_a_later_organisation_is_served_ahead_of_another_ones_backlog() -> None:
+@pytest.mark.parametrize("weight_a", [1, 10])
+def test_a_later_organisation_is_served_ahead_of_another_ones_backlog(weight_a: int) -> None:
     async def test() -> None:
-        shares = PullShares(1)
+        shares = PullShares(1, weight_of={"a": weight_a, "b": 1}.__getitem__)
         await shares.acquire("a")
         granted: list[str] = []
         tasks = [passer(shares, "a", granted) for _ in range(5)]
@@ -164,3 +178,67 @@ def test_a_pull_out_of_patience_gives_up_with_a_timeout_and_frees_its_place() ->
         await shares.acquire("b")  # a free slot, taken at once
 
     asyncio.run(test())
+
+
+# --- through the data plane, on the real PostgreSQL and S3 ---------------------------------------
+
+
+def test_a_second_organisations_pull_is_served_ahead_of_the_first_ones_backlog(
+    services: Services,
+) -> None:
+    busy, quiet = new_target(services.database_url), new_target(services.database_url)
+
+    async def run() -> list[str]:
+        # A pool of 2 hands out connections first come, first served: without the shares the
+        # quiet organisation's pull would come last.
+        pool = async_pool(DatabaseSettings(services.database_url, 1, 2), "test-pull-shares")
+        await pool.open(wait=True)
+        objects = S3ObjectStore.from_settings(settings.object_store())
+        config = replace(
+            DataPlaneSettings.from_env(),
+            database_url=services.database_url,
+            writer=AT_ONCE,
+            read_cache_max_bytes=0,  # every pull reads S3, holding its slot
+            pulls_in_flight=1,
+        )
+        plane = DataPlane(pool, objects, config)
+        await plane.start()
+        try:
+            pulls = [await ready(plane, busy, f"g{i}") for i in range(5)]
+            pulls.append(await ready(plane, quiet, "g"))
+            for target in (busy, quiet):  # one message for each group
+                await plane.writer.write(target, one(0, "m"))
+            plane.reader.objects = SlowGets(plane.reader.objects, 0.15)
+            done: list[str] = []
+            tasks = [asyncio.create_task(pull(done, *args)) for args in pulls[:5]]
+            for _ in range(400):  # the first holds the slot, four wait behind it
+                if plane.pull_shares.waiting(busy.organisation_id) == 4:
+                    break
+                await asyncio.sleep(0.005)
+            tasks.append(asyncio.create_task(pull(done, *pulls[5])))
+            assert await asyncio.gather(*tasks) == [1] * 6
+            return done
+        finally:
+            await plane.close()
+            await pool.close()
+
+    done = asyncio.run(run())
+    assert done.index(quiet.organisation_id) <= 2, done  # in arrival order it would be last
+
+
+async def ready(plane: DataPlane, target: TopicTarget, group: str) -> Pull:
+    """A member of a new group on ``target`` (its group's route cached by a first pull)."""
+    async with plane.db.connection() as conn:
+        member = (await groups.join(conn, target.environment_id, target.name, group)).member_id
+    caller = Scope(target.organisation_id, target.environment_id)
+    assert not (await plane.pull(caller, target.name, group, member, 10)).deliveries
+    return plane, caller, target.name, group, member
+
+
+async def pull(
+    done: list[str], plane: DataPlane, caller: Scope, topic: str, group: str, member: str
+) -> int:
+    """Pull; note the organisation when answered; the count delivered."""
+    pulled = await plane.pull(caller, topic, group, member, 10)
+    done.append(caller.organisation_id)
+    return len(pulled.deliveries)
