@@ -180,6 +180,13 @@ def test_a_pull_out_of_patience_gives_up_with_a_timeout_and_frees_its_place() ->
     asyncio.run(test())
 
 
+def test_pulls_in_flight_leave_part_of_the_pool_to_publishes_acks_and_heartbeats() -> None:
+    assert [settings.pulls_in_flight(size, {}) for size in (1, 2, 4, 10, 40)] == [1, 1, 3, 7, 30]
+    assert settings.pulls_in_flight(10, {"QUEUECORE_DELIVERY_PULLS_IN_FLIGHT": "10"}) == 10
+    with pytest.raises(settings.SettingsError, match="QUEUECORE_DELIVERY_PULLS_IN_FLIGHT"):
+        settings.pulls_in_flight(10, {"QUEUECORE_DELIVERY_PULLS_IN_FLIGHT": "11"})  # > the pool
+
+
 # --- through the data plane, on the real PostgreSQL and S3 ---------------------------------------
 
 
