@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
@@ -49,7 +50,7 @@ from benchmarks import rawhttp, reference
 from benchmarks._stack import REPO_ROOT, Stack
 from benchmarks.consumer_client import Stamp
 from benchmarks.cpu import CpuWatch
-from benchmarks.load import Latency, open_loop_stamped
+from benchmarks.load import Latency, closed_loop, open_loop_stamped
 from benchmarks.publish import _step, run
 from core.object_store import ensure_bucket
 from core.s3_http import Credentials, Endpoint, S3HttpClient, SigV4Signer
@@ -192,6 +193,8 @@ class Floor:
             async for notice in conn.notifies():
                 payload = json.loads(notice.payload)
                 flushed = self.flushes.pop(payload["flush"])
+                if not members:  # publishes only (``--single``): nobody consumes
+                    continue
                 for partition, base, count in payload["blocks"]:
                     member = members[partition % len(members)]
                     member.take(partition, base, count, flushed[partition])
@@ -393,6 +396,52 @@ async def measure_http(cfg: Config, port: int) -> dict[str, Any]:
     return result
 
 
+async def measure_single(port: int, clients: int, duration_s: float) -> dict[str, Any]:
+    """Closed-loop single-message publishes from ``clients`` keep-alive connections, as the
+    publish benchmark's single-message phase sends them: its floor of API CPU per publish."""
+    text = secrets.token_hex(MESSAGE_BYTES // 2)
+    headers = {"Content-Type": "application/json"}
+    request = rawhttp.build_request(
+        HOST, port, "/publish", headers, b'{"data":"%s"}' % text.encode()
+    )
+    connections = [rawhttp.Connection(HOST, port) for _ in range(clients)]
+
+    async def send(index: int) -> int:
+        status, answer = await connections[index].send(request)
+        if status != 201:
+            raise RuntimeError(f"publish answered {status} {answer[:200]!r}")
+        return 1
+
+    try:
+        return (await closed_loop(send, clients, duration_s, 2.0)).as_dict()
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+def _single(args: argparse.Namespace, cfg: Config, stack: Stack) -> int:
+    """``--single N``: the API's CPU per single-message publish behind the thinnest app."""
+    cfg = dataclasses.replace(cfg, members=0)
+    server, port = serve_http(cfg, stack, stack.root / "floor_http.log")
+    stack.serve = server
+    with CpuWatch(stack.process_groups()) as watch:
+        result = run(measure_single(port, args.single, cfg.duration_s))
+    api_cpu_s = watch.groups_cpu_s.get("api") or 0.0
+    result["api_cpu_us_per_msg"] = round(api_cpu_s * 1e6 / max(1, result["messages"]), 1)
+    result["cpu_pct_by_process"] = watch.groups_pct
+    print(
+        f"floor single-message publish, {args.single} clients: {result['msgs_per_s']:,.0f} msg/s, "
+        f"API CPU {result['api_cpu_us_per_msg']:,.1f} µs per message; CPU {watch.groups_pct}"
+    )
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {"config": vars(args) | {"json": str(args.json)}, "single": result}, indent=2
+            )
+        )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Start PostgreSQL and SeaweedFS, measure the reference cost, then the floor."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.floor", description=__doc__)
@@ -404,6 +453,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--linger-ms", type=float, default=0.0, help="wait before a flush (0)")
     parser.add_argument("--no-lease", action="store_true", help="deliver without a lease row")
     parser.add_argument("--http", action="store_true", help="behind the thinnest Litestar app")
+    parser.add_argument(
+        "--single",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: closed-loop single-message publishes from N clients (HTTP, no consumers)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
     args = parser.parse_args(argv)
     cfg = Config(
@@ -420,6 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _step("starting PostgreSQL and SeaweedFS S3")
         stack.start_services()
+        if args.single:
+            return _single(args, cfg, stack)
         ref = reference.measure(stack.s3.endpoint_url, stack.postgres.url, 200)
         _step(f"floor{' over HTTP' if args.http else ''} at {cfg.rate_per_s} msg/s")
         server = None

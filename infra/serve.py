@@ -36,6 +36,7 @@ async def kafka_lifespan(app: Litestar) -> AsyncIterator[None]:
         limiter=limiter_of(app),
         meter=resources_of(app).usage.meter,
         max_request_bytes=config.max_request_bytes,
+        admission=app.state.org_admission,  # shared with REST publishes
     )
     async with kafka_listeners(services, config):
         yield

@@ -29,6 +29,8 @@ from kafka_protocol.handlers.auth import api_versions_v0_error, authenticate_raw
 from kafka_protocol.session import Listener, Services, Session
 from kafka_protocol.versions import BEFORE_AUTHENTICATION, Api, supports
 from observability.logging import get_logger
+from tenants.rate_limits import Decision
+from tenants.tiers import tier_weight
 
 log = get_logger("queuecore.kafka")
 
@@ -180,13 +182,29 @@ class Connection:
             log.info("kafka_key_no_longer_valid", api_key=api_key)
             return False
         await self.slots.acquire()
-        future: asyncio.Future[bytes | None] = asyncio.ensure_future(self._serve(head, body))
+        future: asyncio.Future[bytes | None] = asyncio.ensure_future(
+            self._serve(head, body, len(frame))
+        )
         future.add_done_callback(lambda _: self.slots.release())
         self.answers.put_nowait(future)
         return True
 
-    async def _serve(self, head: wire.RequestHead, body: Any) -> bytes | None:
-        throttle_ms = await self._admit(head.api_key)
+    async def _serve(self, head: wire.RequestHead, body: Any, size: int) -> bytes | None:
+        throttle_ms, decision = await self._admit(head.api_key)
+        admission = self.session.services.admission
+        auth = self.session.auth
+        if admission is None or decision is None or auth is None or head.api_key != Api.PRODUCE:
+            return await self._answer(head, body, throttle_ms)
+        # A produce holds its size against its organisation until answered, as a REST publish
+        # does (control_plane.edge.admission); acks=0 is answered at once, so it holds nothing.
+        organisation_id = auth.organisation_id
+        await admission.acquire(organisation_id, tier_weight(decision.limit), size)
+        try:
+            return await self._answer(head, body, throttle_ms)
+        finally:
+            admission.release(organisation_id, size)
+
+    async def _answer(self, head: wire.RequestHead, body: Any, throttle_ms: int) -> bytes | None:
         # Its waits on PostgreSQL are bounded as an HTTP request's are (docs/faults.md).
         with db.deadline(_request_budget_s()):
             response = await HANDLERS[head.api_key](self.session, head, body)
@@ -198,12 +216,13 @@ class Connection:
             )
         return wire.write_response(head, response)
 
-    async def _admit(self, api_key: int) -> int:
-        """Count the request against its key's budget, holding it while over; the wait in ms."""
+    async def _admit(self, api_key: int) -> tuple[int, Decision | None]:
+        """Count the request against its key's budget, holding it while over; the wait in ms
+        and the limiter's last decision (None: a request no budget counts)."""
         category = CATEGORIES.get(api_key)
         auth = self.session.auth
         if category is None or auth is None:
-            return 0
+            return 0, None
         services = self.session.services
         waited = 0
         while True:
@@ -214,7 +233,7 @@ class Connection:
             await asyncio.sleep(pause / 1000)
             waited += pause
         services.meter.request(auth.environment_id, category)
-        return waited
+        return waited, decision
 
     async def _raw_sasl(self, frame: bytes) -> bool:
         try:

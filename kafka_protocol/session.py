@@ -31,6 +31,17 @@ class Limiter(Protocol):
         """Count one request of ``category`` if it fits; whether it did and when there is room."""
 
 
+class Admission(Protocol):
+    """Publish work in the works per organisation (``control_plane.edge.admission.OrgAdmission``,
+    the one the process's REST publishes share): a flood waits behind its own backlog."""
+
+    async def acquire(self, organisation_id: str, weight: int, size: int) -> None:
+        """Wait until the organisation has room for ``size`` more bytes, and take them."""
+
+    def release(self, organisation_id: str, size: int) -> None:
+        """An admitted request was answered."""
+
+
 class RequestMeter(Protocol):
     """Counts admitted requests per environment and category (billing's usage meter)."""
 
@@ -56,6 +67,7 @@ class Services:
     limiter: Limiter
     meter: RequestMeter
     max_request_bytes: int
+    admission: Admission | None = None  # None: produce requests are not held per organisation
 
 
 @dataclass
