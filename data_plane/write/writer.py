@@ -472,7 +472,7 @@ class SegmentWriter:
         due = self._deadline if self._deadline is not None else now
         if not self._uploading or self._newcomer_behind_big_puts():
             return due - now
-        return max(due, self._overlap_at() - now)
+        return max(due, self._overlap_at()) - now
 
     def _overlap_at(self) -> float:
         """When a PUT may start beside the ones uploading (the newest ran long enough)."""
