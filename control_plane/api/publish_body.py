@@ -55,11 +55,12 @@ def publish_body(body: bytes) -> PublishRequest | None:
     if read is None:
         return None
     body, shape = read
-    if shape.keys() == {"data"}:
-        value = _value(shape["data"])
+    escapes = b"\\" in body
+    if len(shape) == 1 and "data" in shape:
+        value = _value(shape["data"], escapes)
         return None if value is None else PublishRequest(value)
     try:
-        return _message(_MESSAGE.decode(body))
+        return _message(_MESSAGE.decode(body), escapes)
     except msgspec.ValidationError:
         return None
 
@@ -70,21 +71,21 @@ def batch_body(body: bytes) -> BatchPublishRequest | None:
     if read is None:
         return None
     body, shape = read
+    escapes = b"\\" in body
     items = shape.get("messages")
-    if shape.keys() == {"messages"} and items and all(m.keys() == {"data"} for m in items):
-        messages = []
-        for item in items:
-            value = _value(item["data"])
-            if value is None:
-                return None
-            messages.append(PublishRequest(value))
-        return BatchPublishRequest(messages)
-    try:
-        raw = _BATCH.decode(body)
-    except msgspec.ValidationError:
-        return None
-    checked = [_message(m) for m in raw.messages]
-    return None if None in checked else BatchPublishRequest([m for m in checked if m])
+    if len(shape) == 1 and items and all(len(m) == 1 and "data" in m for m in items):
+        count = len(items)
+        values = (_value(item["data"], escapes) for item in items)
+        messages = [PublishRequest(value) for value in values if value is not None]
+    else:
+        try:
+            raw = _BATCH.decode(body)
+        except msgspec.ValidationError:
+            return None
+        count = len(raw.messages)
+        read_all = (_message(message, escapes) for message in raw.messages)
+        messages = [message for message in read_all if message is not None]
+    return BatchPublishRequest(messages) if len(messages) == count else None
 
 
 def _compacted(body: bytes, shape: msgspec.json.Decoder[S]) -> tuple[bytes, S] | None:
@@ -104,8 +105,8 @@ def _compacted(body: bytes, shape: msgspec.json.Decoder[S]) -> tuple[bytes, S] |
     return body, found
 
 
-def _message(raw: _RawMessage) -> PublishRequest | None:
-    value = _value(raw.data)
+def _message(raw: _RawMessage, escapes: bool) -> PublishRequest | None:
+    value = _value(raw.data, escapes)
     if value is None:
         return None
     return PublishRequest(
@@ -113,13 +114,14 @@ def _message(raw: _RawMessage) -> PublishRequest | None:
     )
 
 
-def _value(raw: msgspec.Raw) -> msgspec.Raw | None:
-    """``data`` as its own bytes without whitespace, or None when the general path would refuse
-    it: an object with a key twice, a number out of range, a bad escape."""
-    value = bytes(raw)  # no longer a view of the whole body
+def _value(raw: msgspec.Raw, escapes: bool) -> msgspec.Raw | None:
+    """``data`` without whitespace, or None when the general path would refuse it: an object
+    with a key twice, a number out of range. A string is decoded only when the body has escapes
+    (decoding checks them as the skipping did; this is belt and braces for a rare case)."""
+    value = bytes(raw)  # its own bytes, no longer a view of the whole body
     first = value[:1]
-    if first == b'"' and b"\\" not in value:
-        return msgspec.Raw(value)  # a plain string: the body's UTF-8 check covered it
+    if first == b'"' and not escapes:
+        return msgspec.Raw(value)  # the body's UTF-8 check covered it
     try:
         decoded = _decode(value)
     except msgspec.DecodeError:
