@@ -11,8 +11,8 @@ A body is taken this way only when it keeps every rule of the general path (``ed
 and the request Structs): valid UTF-8, numbers in range, no key twice in any object, known
 fields of the right types. Anything else (a repeated or escaped key, invalid JSON, a wrong
 field) reads as None here, so the request goes the general way and is answered exactly as
-before. A message whose ``data`` is a string, number, boolean or null (the common case) is not
-decoded at all; an object or array is decoded once to look for a repeated key.
+before. A ``data`` string (the common case) is not decoded; a number, boolean or null is
+decoded to check its range; an object or array is decoded once to look for a repeated key.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from data_plane.service import BatchPublishRequest, PublishRequest
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
 _Shape = dict[str, msgspec.Raw]  # an object's members, each value undecoded
-S = TypeVar("S")
+_S = TypeVar("_S")
 
 
 class _RawMessage(PublishRequest, forbid_unknown_fields=True):
@@ -88,7 +88,7 @@ def batch_body(body: bytes) -> BatchPublishRequest | None:
     return BatchPublishRequest(messages) if len(messages) == count else None
 
 
-def _compacted(body: bytes, shape: msgspec.json.Decoder[S]) -> tuple[bytes, S] | None:
+def _compacted(body: bytes, shape: msgspec.json.Decoder[_S]) -> tuple[bytes, _S] | None:
     """The body without whitespace and its shape, when it is valid UTF-8 JSON whose keys are
     written plainly and none repeats (re-encoding the shape gives the body back); else None."""
     try:

@@ -385,7 +385,7 @@ class PublishService:
                 and request.fairness_key is None
                 and request.throttle_keys is None
             ):
-                data = request.data
+                data = request.data  # a REST publish's JSON as sent, or a decoded value
                 value = bytes(data) if type(data) is Raw else encode(data)
                 size = len(value)
                 if size > limit:
