@@ -96,11 +96,22 @@ class FairQueue(Generic[P]):
         """Bytes waiting from organisations under their caps."""
         return sum(self._waiting[owner] for owner in self._ring if self._may_send(owner))
 
-    def take(self, budget: int) -> list[P]:
-        """Publishes for one flush, up to ``budget`` bytes (at least one when any is ready)."""
+    def idle(self, owner: str) -> bool:
+        """Whether the organisation has nothing in flushes in flight."""
+        return owner not in self._inflight
+
+    def newcomer_ready(self) -> bool:
+        """Whether an organisation with nothing in flight has work waiting."""
+        return any(owner not in self._inflight and self._may_send(owner) for owner in self._ring)
+
+    def take(self, budget: int, newcomers_only: bool = False) -> list[P]:
+        """Publishes for one flush, up to ``budget`` bytes (at least one when any is ready);
+        ``newcomers_only``: only of organisations that had nothing in flight."""
         taken: list[P] = []
         size = 0
         full: set[str] = set()  # its next publish does not fit in this flush
+        if newcomers_only:  # the others count as full: this flush is not theirs
+            full = {owner for owner in self._ring if owner in self._inflight}
         senders: set[str] = set()
         while size < budget:
             eligible = [o for o in self._ring if o not in full and self._may_send(o)]

@@ -248,6 +248,7 @@ class SegmentWriter:
         self._slots = asyncio.Semaphore(MAX_INFLIGHT_FLUSHES)
         self._flushes: set[asyncio.Task[None]] = set()
         self._uploading: dict[asyncio.Task[None], float] = {}  # PUT in progress, since when
+        self._uploading_bytes: dict[asyncio.Task[None], int] = {}  # and how big
         self._loop_task: asyncio.Task[None] | None = None
         self._closing = False
         self.timings = PhaseTimings()  # where the time goes, per phase (data_plane.write.timing)
@@ -309,7 +310,9 @@ class SegmentWriter:
             self._deadline = deadline
             self._wakeup.set()
         # May be due now (see _due_in); also covers max_segment_bytes, which is never smaller.
-        if self._queue.bytes >= OVERLAP_MIN_BYTES:
+        if self._queue.bytes >= OVERLAP_MIN_BYTES or (
+            self._uploading and self._queue.idle(publish.owner)
+        ):
             self._wakeup.set()
         try:
             placements = await asyncio.shield(future)
@@ -376,7 +379,9 @@ class SegmentWriter:
                 return  # closing and drained
             if not await self._take_slot():
                 continue
-            batch = self._queue.take(self.settings.max_segment_bytes)
+            batch = self._queue.take(
+                self.settings.max_segment_bytes, newcomers_only=self._for_newcomers()
+            )
             if not batch:  # every organisation waiting is at its cap: wait for a flush to end
                 self._slots.release()
                 continue
@@ -388,6 +393,7 @@ class SegmentWriter:
             task = asyncio.create_task(self._flush(batch, FlushClock(first_s, now_s)))
             self._flushes.add(task)
             self._uploading[task] = now_s
+            self._uploading_bytes[task] = sum(publish.size_bytes for publish in batch)
             task.add_done_callback(functools.partial(self._flush_done, batch))
 
     async def _take_slot(self) -> bool:
@@ -421,6 +427,7 @@ class SegmentWriter:
         self._queue.done(batch)
         self._flushes.discard(task)
         self._uploading.pop(task, None)
+        self._uploading_bytes.pop(task, None)
         self._slots.release()
         self._wakeup.set()
 
@@ -428,6 +435,7 @@ class SegmentWriter:
         """The current flush's PUT ended: the next flush may upload while this one commits."""
         task = asyncio.current_task()
         if task is not None and self._uploading.pop(task, None) is not None:
+            self._uploading_bytes.pop(task, None)
             self._wakeup.set()
 
     async def _wait_until_due(self) -> None:
@@ -462,9 +470,31 @@ class SegmentWriter:
             return 0.0
         now = time.monotonic()
         due = self._deadline if self._deadline is not None else now
-        if not self._uploading:
+        if not self._uploading or self._newcomer_behind_big_puts():
             return due - now
-        return max(due, max(self._uploading.values()) + OVERLAP_AFTER_S) - now
+        return max(due, self._overlap_at() - now)
+
+    def _overlap_at(self) -> float:
+        """When a PUT may start beside the ones uploading (the newest ran long enough)."""
+        return max(self._uploading.values()) + OVERLAP_AFTER_S
+
+    def _for_newcomers(self) -> bool:
+        """Whether the flush starting now is due only for organisations with nothing in flight
+        (see :meth:`_newcomer_behind_big_puts`): then it takes only their work, so it stays as
+        small as their publishes and the flood's backlog does not ride along in it."""
+        if not self._uploading or self._queue.ready_bytes() >= OVERLAP_MIN_BYTES:
+            return False
+        return time.monotonic() < self._overlap_at() and self._newcomer_behind_big_puts()
+
+    def _newcomer_behind_big_puts(self) -> bool:
+        """Whether an organisation with nothing in flight waits while :data:`OVERLAP_MIN_BYTES`
+        or more of others' work uploads: it gets a PUT of its own at once instead of waiting for
+        theirs, so a quiet tenant's publish is not held behind a flood's big objects (trickles of
+        several organisations, small PUTs, still group-commit)."""
+        return (
+            sum(self._uploading_bytes.values()) >= OVERLAP_MIN_BYTES
+            and self._queue.newcomer_ready()
+        )
 
     async def _flush(self, publishes: list[_Publish], clock: FlushClock) -> None:
         try:

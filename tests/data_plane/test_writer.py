@@ -9,6 +9,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import pytest
@@ -342,6 +343,40 @@ def test_a_publish_big_enough_for_its_own_put_does_not_wait_for_one_in_progress(
     assert not slow_done_first  # the big batch was answered while the first PUT still ran
     assert [p.offset for p in beside] == list(range(len(big)))
     assert [(p.partition, p.offset) for p in slow] == [(0, 0)]
+
+
+def test_an_organisation_with_nothing_in_flight_does_not_wait_behind_anothers_big_put(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer_module, "OVERLAP_AFTER_S", 5.0)  # only this rule may start it early
+    flood = replace(new_topic(services.database_url, partitions=1), organisation_id="flood")
+    quiet = replace(new_topic(services.database_url, partitions=1), organisation_id="quiet")
+    big = [
+        Entry(0, Message(None, {}, b'"%s"' % (b"x" * 1024), NOW_MS), None)
+        for _ in range(writer_module.OVERLAP_MIN_BYTES // 1024)
+    ]
+
+    async def work(writer: SegmentWriter) -> tuple[bool, bool, list[Placement]]:
+        writer.objects = SlowPuts(writer.objects, delay_s=3.0, slow=1)
+        slow = asyncio.ensure_future(writer.write(flood, big))
+        await asyncio.sleep(0.05)
+        more = asyncio.ensure_future(writer.write(flood, entries(1, 0, "more")))
+        await asyncio.sleep(0.05)
+        placements = await writer.write(quiet, entries(1, 0, "quiet"))
+        done_first = (slow.done(), more.done())
+        await asyncio.gather(slow, more)
+        return *done_first, placements
+
+    slow_done_first, more_done_first, placements = with_writer(work, config=IDLE_AT_ONCE)
+    assert not slow_done_first  # the quiet publish was answered while the flood's PUT still ran
+    assert not more_done_first  # the flood's own next publish waited behind its PUT
+    assert [p.offset for p in placements] == [0]
+    quiet_rows = index_rows(services.database_url, quiet.id)
+    flood_rows = index_rows(services.database_url, flood.id)
+    # The quiet publish's object carried only it: the flood's waiting publish did not ride along.
+    assert [(r["base_offset"], r["count"]) for r in quiet_rows] == [(0, 1)]
+    assert quiet_rows[0]["object_key"] not in {r["object_key"] for r in flood_rows}
+    assert [(r["base_offset"], r["count"]) for r in flood_rows] == [(0, len(big)), (len(big), 1)]
 
 
 def test_close_flushes_what_is_waiting(services: Services) -> None:
