@@ -54,8 +54,7 @@ def publish_body(body: bytes) -> PublishRequest | None:
     read = _compacted(body, _MESSAGE_SHAPE)
     if read is None:
         return None
-    body, shape = read
-    escapes = b"\\" in body
+    body, shape, escapes = read
     if len(shape) == 1 and "data" in shape:
         value = _value(shape["data"], escapes)
         return None if value is None else PublishRequest(value)
@@ -70,8 +69,7 @@ def batch_body(body: bytes) -> BatchPublishRequest | None:
     read = _compacted(body, _BATCH_SHAPE)
     if read is None:
         return None
-    body, shape = read
-    escapes = b"\\" in body
+    body, shape, escapes = read
     items = shape.get("messages")
     if len(shape) == 1 and items and all(len(m) == 1 and "data" in m for m in items):
         count = len(items)
@@ -88,9 +86,10 @@ def batch_body(body: bytes) -> BatchPublishRequest | None:
     return BatchPublishRequest(messages) if len(messages) == count else None
 
 
-def _compacted(body: bytes, shape: msgspec.json.Decoder[_S]) -> tuple[bytes, _S] | None:
-    """The body without whitespace and its shape, when it is valid UTF-8 JSON whose keys are
-    written plainly and none repeats (re-encoding the shape gives the body back); else None."""
+def _compacted(body: bytes, shape: msgspec.json.Decoder[_S]) -> tuple[bytes, _S, bool] | None:
+    """The body without whitespace, its shape and whether it has escapes, when it is valid UTF-8
+    JSON whose keys are written plainly and none repeats (re-encoding the shape gives the body
+    back); else None."""
     try:
         if not body.isascii():
             body.decode()  # strings kept undecoded are UTF-8 too
@@ -102,7 +101,7 @@ def _compacted(body: bytes, shape: msgspec.json.Decoder[_S]) -> tuple[bytes, _S]
                 return None
     except (msgspec.DecodeError, UnicodeDecodeError):
         return None
-    return body, found
+    return body, found, b"\\" in body
 
 
 def _message(raw: _RawMessage, escapes: bool) -> PublishRequest | None:
