@@ -11,7 +11,9 @@ from litestar.background_tasks import BackgroundTask
 from litestar.di import NamedDependency
 from litestar.params import Body, FromPath
 
+from control_plane.api.publish_body import batch_body, publish_body
 from control_plane.edge.auth import auth_context
+from control_plane.edge.bodies import BODY_READER
 from control_plane.edge.disconnect import unless_disconnected
 from data_plane.service import (
     BatchItemResult,
@@ -132,6 +134,7 @@ class PublishController(Controller):
             "`idempotencyKey`. "
             "`messageId` is derived from (topic, partition, offset)."
         ),
+        opt={BODY_READER: publish_body},  # data stored as sent, not decoded and re-encoded
     )
     async def publish(
         self,
@@ -160,6 +163,7 @@ class PublishController(Controller):
             "offsets are consecutive. Keyless messages of a batch go to one partition. The "
             "batch size limit is the tier's (422 `QUOTA_EXCEEDED` above it)."
         ),
+        opt={BODY_READER: batch_body},
     )
     async def publish_batch(
         self,

@@ -91,7 +91,7 @@ class TopicList(msgspec.Struct, rename="camel"):
 class PublishRequest(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """One message: ``data`` is any JSON value; ``key`` picks the partition."""
 
-    data: Any
+    data: Any  # from a REST publish: msgspec.Raw, the JSON as sent (control_plane/api/publish_body)
     key: Text | None = None
     headers: dict[Text, Text] | None = None
     idempotency_key: IdempotencyKey | None = None

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import msgspec
+from msgspec import Raw
 
 from core.db import AsyncPool
 from data_plane.errors import (
@@ -384,7 +385,8 @@ class PublishService:
                 and request.fairness_key is None
                 and request.throttle_keys is None
             ):
-                value = encode(request.data)
+                data = request.data  # a REST publish's JSON as sent, or a decoded value
+                value = bytes(data) if type(data) is Raw else encode(data)
                 size = len(value)
                 if size > limit:
                     raise MessageTooLarge(index if batch else None, size, limit, route.tier)
@@ -533,7 +535,8 @@ def _message(
     request: PublishRequest, now_ms: int, route: TopicRoute, index: int | None
 ) -> tuple[Message, int]:
     """The message to store and its size (data, key and headers encoded)."""
-    value = msgspec.json.encode(request.data)
+    data = request.data
+    value = bytes(data) if type(data) is Raw else msgspec.json.encode(data)
     key = None if request.key is None else request.key.encode()
     headers = request.headers or {}
     size = len(value) + len(key or b"")
