@@ -178,12 +178,37 @@ def test_kill_9_of_one_consumer_leaves_every_message_acked_exactly_once(
         for line in path.read_text().splitlines()
         if line.startswith("acked")
     )
-    assert sum(acks.values()) == total, f"{sum(acks.values())} acks for {total} messages"
     assert all(count == 1 for count in acks.values()), [k for k, c in acks.items() if c > 1][:5]
-    assert len(acks) == total
+    # The killed consumer may have been killed with an ack request in flight: the server took
+    # it, the process never read the answer. Those messages (its last request's, at most one
+    # pull of 20) are the only ones allowed without an ``acked`` line.
+    unanswered = _unanswered_acks(histories[0])
+    ends = client.get("/v1/topics/work.items/groups/g/offsets").json()["partitions"]
+    stored = {(str(row["partition"]), str(o)) for row in ends for o in range(row["latest"])}
+    assert len(stored) == total
+    missing = stored - set(acks)
+    assert missing <= unanswered, f"never acked: {sorted(missing - unanswered)[:5]}"
+    assert len(acks) + len(missing) == total
+    dead = client.get("/v1/topics/work.items/groups/g/dlq").json()
+    assert dead["depth"] == 0, dead
     assert histories[0].exists() and histories[0].read_text(), (
         "the killed consumer had acked some messages first"
     )
+
+
+def _unanswered_acks(history: Path) -> set[tuple[str, ...]]:
+    """The messages of the process's last ack request, when it recorded no answer to it."""
+    last: list[tuple[str, ...]] = []
+    answered = True
+    for line in history.read_text().splitlines():
+        kind, *where = line.split()
+        if kind == "acking":
+            last = [] if answered else last
+            answered = False
+            last.append(tuple(where))
+        elif kind == "acked":
+            answered = True
+    return set() if answered else set(last)
 
 
 def test_a_stream_at_its_in_flight_limit_goes_on_as_soon_as_it_acks(

@@ -1,8 +1,10 @@
 """A consumer process for end-to-end tests: joins a group, pulls, acks, records what happened.
 
-``python -m tests.support.consumer_proc BASE_URL KEY TOPIC GROUP HISTORY_FILE``. Each line of
-the history file is ``acked <partition> <offset>`` for every ack the server accepted, written
-after the ack returned, so a killed process never records an ack it did not get.
+``python -m tests.support.consumer_proc BASE_URL KEY TOPIC GROUP HISTORY_FILE``. The history
+file has an ``acking <partition> <offset>`` line for each message of an ack request, written
+before it is sent, and an ``acked <partition> <offset>`` line for every ack the server accepted,
+written after the answer came: a killed process never records an ack it did not get, and the
+messages of an ack request whose answer it never read are the ``acking`` lines without ``acked``.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ def main(base: str, key: str, topic: str, group: str, history_path: str) -> None
             if not messages:
                 continue
             by_ack = {m["ackId"]: m for m in messages}
+            history.writelines(f"acking {m['partition']} {m['offset']}\n" for m in messages)
             response = client.post(f"{prefix}/ack", json={"ackIds": list(by_ack)})
             if response.status_code == 200:
                 for ack_id in response.json()["acked"]:
