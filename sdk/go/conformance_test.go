@@ -365,6 +365,8 @@ func perform(ctx context.Context, c *queuecore.Client, op string, a map[string]a
 			time.Sleep(pause)
 			return msg.Ack(ctx)
 		})
+	case "consumeWithStall":
+		return consumeWithStall(ctx, c, a)
 	case "dlq.inspect":
 		return c.DLQ.Inspect(ctx, str(a, "topic"), str(a, "group"), queuecore.InspectOptions{Limit: num(a, "limit")})
 	case "dlq.replay":
@@ -761,4 +763,73 @@ func consumeCounting(ctx context.Context, c *queuecore.Client, a map[string]any,
 	}
 	duplicates := deliveries - len(seen)
 	return map[string]any{"acked": len(seen), "handled": len(seen), "duplicates": duplicates, "refused": refused}, consumer.Wait()
+}
+
+// consumeWithStall holds the first message stallMs (past its lease) before its ack and acks
+// the rest at once, until count messages were handled.
+func consumeWithStall(ctx context.Context, c *queuecore.Client, a map[string]any) (any, error) {
+	var mu sync.Mutex
+	seen := [][2]any{}
+	staleAckRefused, leaseExpiredReported := false, false
+	finished := make(chan struct{})
+	opts := queuecore.ConsumeOptions{StartFrom: str(a, "startFrom"), OnError: func(err error) {
+		if errors.Is(err, queuecore.ErrLeaseExpired) {
+			mu.Lock()
+			leaseExpiredReported = true
+			mu.Unlock()
+		}
+	}}
+	opts.AckTimeout, _ = time.ParseDuration(str(a, "ackTimeout"))
+	opts.FlowControl.MaxMessages = num(a, "maxMessages")
+	opts.FlowControl.MaxLeaseExtension, _ = time.ParseDuration(str(a, "maxLeaseExtension"))
+	consumer, err := c.Consume(ctx, str(a, "topic"), str(a, "group"), opts)
+	if err != nil {
+		return nil, err
+	}
+	count, stall := num(a, "count"), time.Duration(num(a, "stallMs"))*time.Millisecond
+	err = consumer.Start(ctx, func(ctx context.Context, msg *queuecore.Message) error {
+		var data any
+		if err := msg.Decode(&data); err != nil {
+			return err
+		}
+		mu.Lock()
+		if len(seen) >= count {
+			mu.Unlock()
+			return nil
+		}
+		seen = append(seen, [2]any{data, msg.Attempt})
+		first := len(seen) == 1
+		mu.Unlock()
+		if first {
+			time.Sleep(stall)
+			err := msg.AckWithResult(ctx)
+			mu.Lock()
+			staleAckRefused = errors.Is(err, queuecore.ErrAckRejected) && strings.Contains(err.Error(), "lease had ended")
+			mu.Unlock()
+		} else if err := msg.Ack(ctx); err != nil {
+			return err
+		}
+		mu.Lock()
+		if len(seen) == count {
+			close(finished)
+		}
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-finished:
+	case <-time.After(time.Duration(num(a, "timeoutMs")) * time.Millisecond):
+	}
+	if err := consumer.Stop(ctx); err != nil {
+		return nil, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) < count {
+		return nil, fmt.Errorf("%d of %d messages in time: %v", len(seen), count, seen)
+	}
+	return map[string]any{"seen": seen, "staleAckRefused": staleAckRefused, "leaseExpiredReported": leaseExpiredReported}, consumer.Wait()
 }

@@ -301,6 +301,12 @@ func (cs *Consumer) dispatch(recvCtx, handlerCtx context.Context, handler Handle
 	var handlers sync.WaitGroup
 	defer handlers.Wait()
 	for {
+		// A free handler first, then the message: one whose lease ended while the handlers
+		// were busy is dropped by next, never handed out.
+		select {
+		case slots <- struct{}{}:
+		case <-recvCtx.Done():
+		}
 		msg, err := cs.next(recvCtx, fatal)
 		if err != nil {
 			return err
@@ -313,9 +319,7 @@ func (cs *Consumer) dispatch(recvCtx, handlerCtx context.Context, handler Handle
 				return handlerCtx.Err()
 			}
 		}
-		select {
-		case slots <- struct{}{}:
-		case <-recvCtx.Done():
+		if recvCtx.Err() != nil { // stopping: what is still buffered is let go
 			cs.holdings.release(msg)
 			continue
 		}

@@ -16,11 +16,14 @@ from typing import Any
 
 from queuecore import (
     UNSET,
+    AckRejected,
     AsyncConsumer,
     AsyncMessage,
     AsyncQueueCore,
     DeadLetterPolicy,
     Fairness,
+    FlowControl,
+    LeaseExpired,
     PushConfig,
     QueueCoreError,
     verify_push,
@@ -381,6 +384,47 @@ async def _consume_slowly(pq: AsyncQueueCore, a: dict[str, Any]) -> dict[str, An
     return {"handled": len(seen), "duplicates": sum(seen.values()) - len(seen)}
 
 
+async def _consume_with_stall(pq: AsyncQueueCore, a: dict[str, Any]) -> dict[str, Any]:
+    """The first message held ``stallMs`` (past its lease) before its ack; the rest acked at once."""
+    flow = FlowControl(max_messages=a["maxMessages"], max_lease_extension=a["maxLeaseExtension"])
+    consumer = pq.consume(
+        a["topic"],
+        a["group"],
+        start_from=a.get("startFrom"),
+        ack_timeout=a.get("ackTimeout"),
+        flow_control=flow,
+    )
+    errors: list[Exception] = []
+    consumer.on_error(errors.append)
+    seen: list[list[Any]] = []
+    refused = False
+
+    async def receive() -> None:
+        nonlocal refused
+        async with aclosing(consumer.__aiter__()) as messages:
+            async for message in messages:
+                seen.append([message.data, message.attempt])
+                if len(seen) == 1:
+                    await asyncio.sleep(a["stallMs"] / 1000)
+                    try:
+                        await message.ack_with_result()
+                    except AckRejected as exc:
+                        refused = "lease had ended" in exc.message
+                else:
+                    await message.ack()
+                if len(seen) >= a["count"]:
+                    return
+
+    try:
+        await asyncio.wait_for(receive(), a.get("timeoutMs", DEFAULT_CONSUME_TIMEOUT_MS) / 1000)
+    except TimeoutError:
+        raise StepFailed(f"{len(seen)} of {a['count']} messages in time: {seen}") from None
+    finally:
+        await consumer.stop()
+    expired = any(isinstance(e, LeaseExpired) for e in errors)
+    return {"seen": seen, "staleAckRefused": refused, "leaseExpiredReported": expired}
+
+
 def _policy(dead: dict[str, Any] | None) -> DeadLetterPolicy | None:
     return (
         None if dead is None else DeadLetterPolicy(dead.get("maxRetries"), dead.get("retryDelay"))
@@ -429,6 +473,7 @@ OPS: dict[str, Any] = {
     "publishConcurrently": _publish_concurrently,
     "consumeAcking": _consume_acking,
     "consumeSlowly": _consume_slowly,
+    "consumeWithStall": _consume_with_stall,
     "health": lambda pq, a: pq.health(),
     "topics.create": lambda pq, a: pq.topics.create(
         a["name"],

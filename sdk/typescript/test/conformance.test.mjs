@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { QueueCore, QueueCoreError, verifyPush } from '../dist/index.js';
+import { AckRejectedError, LeaseExpiredError, QueueCore, QueueCoreError, verifyPush } from '../dist/index.js';
 
 const FILE = new URL('../../conformance/scenarios.json', import.meta.url);
 const { scenarios } = JSON.parse(readFileSync(FILE, 'utf8'));
@@ -68,6 +68,7 @@ const OPS = {
       await new Promise((resolve) => setTimeout(resolve, a.handlerMs));
       await msg.ack();
     }),
+  consumeWithStall,
   'dlq.inspect': (pq, a) => pq.dlq.inspect(a.topic, a.group, { limit: a.limit }),
   'dlq.replay': async (pq, a) => ({ replayed: await pq.dlq.replay(a.topic, a.group, a.messageId) }),
   'dlq.replayAll': async (pq, a) => ({ replayed: await pq.dlq.replayAll(a.topic, a.group, { count: a.count }) }),
@@ -199,6 +200,54 @@ async function consumeCounting(pq, a, work) {
   const deliveries = [...seen.values()].reduce((x, y) => x + y, 0);
   const refused = errors.filter((e) => e.code === 'ACK_REJECTED').length;
   return { acked: seen.size, handled: seen.size, duplicates: deliveries - seen.size, refused };
+}
+
+/** The first message held `stallMs` (past its lease) before its ack; the rest acked at once. */
+async function consumeWithStall(pq, a) {
+  const flowControl = { maxMessages: a.maxMessages, maxLeaseExtension: milliseconds(a.maxLeaseExtension) };
+  const consumer = pq.consume(a.topic, a.group, { startFrom: a.startFrom, ackTimeout: a.ackTimeout, flowControl });
+  const seen = [];
+  const errors = [];
+  let staleAckRefused = false;
+  consumer.on('error', (err) => errors.push(err));
+  let done;
+  const finished = new Promise((resolve) => (done = resolve));
+  consumer.on('message', async (msg) => {
+    if (seen.length >= a.count) return;
+    seen.push([msg.data, msg.attempt]);
+    if (seen.length === 1) {
+      await new Promise((resolve) => setTimeout(resolve, a.stallMs));
+      try {
+        await msg.ackWithResult();
+      } catch (err) {
+        if (!(err instanceof AckRejectedError)) throw err;
+        staleAckRefused = err.message.includes('lease had ended');
+      }
+    } else {
+      await msg.ack();
+    }
+    if (seen.length === a.count) done();
+  });
+  let timer;
+  try {
+    await consumer.start();
+    await Promise.race([
+      finished,
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${seen.length} of ${a.count} messages in time: ${JSON.stringify(seen)}`)), a.timeoutMs ?? 20_000);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+    await consumer.stop();
+  }
+  return { seen, staleAckRefused, leaseExpiredReported: errors.some((e) => e instanceof LeaseExpiredError) };
+}
+
+/** A duration as the API spells it (`"500ms"`, `"1s"`) in milliseconds, as the SDK takes it. */
+function milliseconds(duration) {
+  const [, amount, unit] = /^(\d+)(ms|s|m|h)$/.exec(duration);
+  return Number(amount) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[unit];
 }
 
 /** `$word` → `word-<run>` in strings; a string that is exactly `@name` → the saved value. */
