@@ -99,6 +99,34 @@ class KafkaServer:
                 await writer.wait_closed()
 
 
+# A Produce request's place in its connection's order: the previous one's turn, and its own.
+_Turn = tuple["asyncio.Future[None] | None", "asyncio.Future[None]"]
+
+
+async def _wait_turn(turn: _Turn | None) -> None:
+    """Wait until the connection's previous Produce request went on, then let the next go.
+
+    Pipelined Produce requests reach the writer in the order they arrived, whatever order their
+    rate-limit and admission round trips end in: an idempotent producer's batches to a partition
+    are checked in sequence order (data_plane.write.records), and a later batch overtaking an
+    earlier one would be refused as out of order, which librdkafka treats as fatal. The handler
+    starts right after, so its partitions' appends are queued before the next request's.
+    """
+    if turn is None:
+        return
+    previous = turn[0]
+    try:
+        if previous is not None:
+            await asyncio.shield(previous)
+    finally:
+        _end_turn(turn)
+
+
+def _end_turn(turn: _Turn | None) -> None:
+    if turn is not None and not turn[1].done():
+        turn[1].set_result(None)
+
+
 def _request_budget_s() -> float | None:
     """How long one request may wait on PostgreSQL in all (as an HTTP request)."""
     return db.request_budget_s(settings.database())
@@ -115,6 +143,8 @@ class Connection:
         self.writer = writer
         self.answers: asyncio.Queue[asyncio.Future[bytes | None] | None] = asyncio.Queue()
         self.slots = asyncio.Semaphore(MAX_INFLIGHT_PER_CONNECTION)
+        # The last Produce request's turn: set once it has passed its rate limit and admission.
+        self._produce_turn: asyncio.Future[None] | None = None
 
     async def run(self) -> None:
         """Serve until the client goes or breaks the protocol."""
@@ -182,24 +212,38 @@ class Connection:
             log.info("kafka_key_no_longer_valid", api_key=api_key)
             return False
         await self.slots.acquire()
+        turn = None
+        if head.api_key == Api.PRODUCE:  # taken in arrival order, before anything is awaited
+            turn = (self._produce_turn, asyncio.get_running_loop().create_future())
+            self._produce_turn = turn[1]
         future: asyncio.Future[bytes | None] = asyncio.ensure_future(
-            self._serve(head, body, len(frame))
+            self._serve(head, body, len(frame), turn)
         )
         future.add_done_callback(lambda _: self.slots.release())
+        if turn is not None:  # however it ends (even cancelled before it ran), the next goes
+            future.add_done_callback(lambda _: _end_turn(turn))
         self.answers.put_nowait(future)
         return True
 
-    async def _serve(self, head: wire.RequestHead, body: Any, size: int) -> bytes | None:
-        throttle_ms, decision = await self._admit(head.api_key)
-        admission = self.session.services.admission
-        auth = self.session.auth
-        if admission is None or decision is None or auth is None or head.api_key != Api.PRODUCE:
-            return await self._answer(head, body, throttle_ms)
-        # A produce holds its size against its organisation until answered, as a REST publish
-        # does (control_plane.edge.admission); acks=0 is answered at once, so it holds nothing.
-        organisation_id = auth.organisation_id
-        await admission.acquire(organisation_id, tier_weight(decision.limit), size)
+    async def _serve(
+        self, head: wire.RequestHead, body: Any, size: int, turn: _Turn | None = None
+    ) -> bytes | None:
         try:
+            throttle_ms, decision = await self._admit(head.api_key)
+            admission = self.session.services.admission
+            auth = self.session.auth
+            if admission is None or decision is None or auth is None or turn is None:
+                await _wait_turn(turn)
+                return await self._answer(head, body, throttle_ms)
+            # A produce holds its size against its organisation until answered, as a REST
+            # publish does (control_plane.edge.admission); acks=0 is answered at once.
+            organisation_id = auth.organisation_id
+            await admission.acquire(organisation_id, tier_weight(decision.limit), size)
+        except BaseException:
+            _end_turn(turn)
+            raise
+        try:
+            await _wait_turn(turn)
             return await self._answer(head, body, throttle_ms)
         finally:
             admission.release(organisation_id, size)
