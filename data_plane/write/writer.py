@@ -247,8 +247,8 @@ class SegmentWriter:
         self._wakeup = asyncio.Event()
         self._slots = asyncio.Semaphore(MAX_INFLIGHT_FLUSHES)
         self._flushes: set[asyncio.Task[None]] = set()
-        self._uploading: dict[asyncio.Task[None], float] = {}  # PUT in progress, since when
-        self._uploading_bytes: dict[asyncio.Task[None], int] = {}  # and how big
+        # PUTs in progress: since when, and how many bytes of publishes they carry.
+        self._uploading: dict[asyncio.Task[None], tuple[float, int]] = {}
         self._loop_task: asyncio.Task[None] | None = None
         self._closing = False
         self.timings = PhaseTimings()  # where the time goes, per phase (data_plane.write.timing)
@@ -392,8 +392,7 @@ class SegmentWriter:
             first_s = min(publish.queued_s for publish in batch)
             task = asyncio.create_task(self._flush(batch, FlushClock(first_s, now_s)))
             self._flushes.add(task)
-            self._uploading[task] = now_s
-            self._uploading_bytes[task] = sum(publish.size_bytes for publish in batch)
+            self._uploading[task] = (now_s, sum(publish.size_bytes for publish in batch))
             task.add_done_callback(functools.partial(self._flush_done, batch))
 
     async def _take_slot(self) -> bool:
@@ -427,7 +426,6 @@ class SegmentWriter:
         self._queue.done(batch)
         self._flushes.discard(task)
         self._uploading.pop(task, None)
-        self._uploading_bytes.pop(task, None)
         self._slots.release()
         self._wakeup.set()
 
@@ -435,7 +433,6 @@ class SegmentWriter:
         """The current flush's PUT ended: the next flush may upload while this one commits."""
         task = asyncio.current_task()
         if task is not None and self._uploading.pop(task, None) is not None:
-            self._uploading_bytes.pop(task, None)
             self._wakeup.set()
 
     async def _wait_until_due(self) -> None:
@@ -476,7 +473,7 @@ class SegmentWriter:
 
     def _overlap_at(self) -> float:
         """When a PUT may start beside the ones uploading (the newest ran long enough)."""
-        return max(self._uploading.values()) + OVERLAP_AFTER_S
+        return max(since for since, _ in self._uploading.values()) + OVERLAP_AFTER_S
 
     def _for_newcomers(self) -> bool:
         """Whether the flush starting now is due only for organisations with nothing in flight
@@ -492,7 +489,7 @@ class SegmentWriter:
         theirs, so a quiet tenant's publish is not held behind a flood's big objects (trickles of
         several organisations, small PUTs, still group-commit)."""
         return (
-            sum(self._uploading_bytes.values()) >= OVERLAP_MIN_BYTES
+            sum(size for _, size in self._uploading.values()) >= OVERLAP_MIN_BYTES
             and self._queue.newcomer_ready()
         )
 

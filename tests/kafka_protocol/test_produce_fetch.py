@@ -137,17 +137,22 @@ def test_an_idempotent_producer_stores_each_record_once(
     assert stored == 200
 
 
-def test_a_retried_batch_is_answered_with_its_first_offsets(
-    kafka_api: KafkaApi, tenant: Tenant, unique: Names
-) -> None:
-    topic = unique("retry")
-    create_topic(kafka_api, tenant, topic)
+def idempotent_producer(kafka_api: KafkaApi, tenant: Tenant) -> tuple[RawClient, int]:
+    """A logged-in raw connection and a producer id from InitProducerId."""
     raw = RawClient(kafka_api.bootstrap)
     assert raw.login(tenant.key).error_code == 0
     producer = raw.request(
         Api.INIT_PRODUCER_ID, 4, transactional_id=None, transaction_timeout=60000
     )
-    pid = producer.producer_id
+    return raw, producer.producer_id
+
+
+def test_a_retried_batch_is_answered_with_its_first_offsets(
+    kafka_api: KafkaApi, tenant: Tenant, unique: Names
+) -> None:
+    topic = unique("retry")
+    create_topic(kafka_api, tenant, topic)
+    raw, pid = idempotent_producer(kafka_api, tenant)
     first = batch_of([b"1", b"2", b"3"], pid, 0)
     _, answer = raw.produce(topic, 0, first)
     _, again = raw.produce(topic, 0, first)  # a retry after a lost answer
@@ -168,12 +173,7 @@ def test_pipelined_batches_of_one_producer_are_stored_in_their_order(
     others arrive): each follows the one sent before it, none is refused as out of order."""
     topic = unique("pipelined")
     create_topic(kafka_api, tenant, topic)
-    raw = RawClient(kafka_api.bootstrap)
-    assert raw.login(tenant.key).error_code == 0
-    producer = raw.request(
-        Api.INIT_PRODUCER_ID, 4, transactional_id=None, transaction_timeout=60000
-    )
-    pid = producer.producer_id
+    raw, pid = idempotent_producer(kafka_api, tenant)
     batches = [batch_of([b"%d" % (2 * n), b"%d" % (2 * n + 1)], pid, 2 * n) for n in range(4)]
     answers = raw.produce_pipelined(topic, 0, batches, pause_s=0.002)
     raw.close()
